@@ -1,0 +1,42 @@
+# sagebox: `make demo` runs the main job, `make test` runs every test.
+.DEFAULT_GOAL := help
+GO ?= go
+BIN := bin/sagebox
+
+# Debian packages sagebox and its tests use. Debian's torch is for
+# /usr/bin/python3; libopenblas0-pthread keeps it from falling back to the
+# (14x slower) reference BLAS.
+DEB_PACKAGES := python3 python3-venv python3-pip python3-torch python3-numpy libopenblas0-pthread \
+	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn
+
+.PHONY: help deps build demo test test-go test-python vet bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+deps: ## install the Debian packages sagebox needs (skips apt when all are present)
+	@scripts/deps.sh $(DEB_PACKAGES)
+
+build: ## build bin/sagebox
+	$(GO) build -o $(BIN) ./cmd/sagebox
+
+demo: deps build ## train the bundled digits classifier on a local sagebox server
+	scripts/demo.sh
+
+vet: ## go vet and gofmt
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+test-go: build
+	SAGEBOX_STRICT_TOOLS=$${SAGEBOX_STRICT_TOOLS:-1} $(GO) test -count=1 -timeout 30m ./...
+
+test-python:
+	/usr/bin/python3 -m pytest -q python/tests
+
+test: deps vet test-go test-python ## install deps, then run vet, Go tests (unit, fuzz seeds, end-to-end) and pytest
+
+bench: deps build ## run the benchmarks and print ratio tables
+	scripts/bench.sh
+
+clean:
+	rm -rf bin

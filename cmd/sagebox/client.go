@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/spf13/cobra"
+)
+
+// defaultEndpoint is where the CLI looks for a server when neither
+// --endpoint nor SAGEBOX_ENDPOINT says otherwise.
+const defaultEndpoint = "http://127.0.0.1:7070"
+
+// clients are the AWS SDK clients the CLI talks to the server with: the CLI
+// is just another client of the same API users call from boto3.
+type clients struct {
+	endpoint string
+	sm       *sagemaker.Client
+	logs     *cloudwatchlogs.Client
+	s3       *s3.Client
+}
+
+// addEndpointFlag registers --endpoint on cmd.
+func addEndpointFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "endpoint", "", "sagebox server URL (default $SAGEBOX_ENDPOINT or "+defaultEndpoint+")")
+}
+
+func newClients(e *env, endpoint string) (*clients, error) {
+	if endpoint == "" {
+		endpoint = e.getenv("SAGEBOX_ENDPOINT")
+	}
+	if endpoint == "" {
+		endpoint = defaultEndpoint
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	akid, secret := e.getenv("AWS_ACCESS_KEY_ID"), e.getenv("AWS_SECRET_ACCESS_KEY")
+	if akid == "" || secret == "" {
+		akid, secret = "sagebox", "sagebox"
+	}
+	region := e.getenv("AWS_REGION")
+	if region == "" {
+		region = e.getenv("AWS_DEFAULT_REGION")
+	}
+	if region == "" {
+		region = "us-east-1"
+	}
+	cfg := aws.Config{
+		Region:       region,
+		Credentials:  credentials.NewStaticCredentialsProvider(akid, secret, e.getenv("AWS_SESSION_TOKEN")),
+		BaseEndpoint: aws.String(endpoint),
+		// The server is local: fail fast instead of retrying for minutes.
+		RetryMaxAttempts: 2,
+	}
+	return &clients{
+		endpoint: endpoint,
+		sm:       sagemaker.NewFromConfig(cfg),
+		logs:     cloudwatchlogs.NewFromConfig(cfg),
+		s3: s3.NewFromConfig(cfg, func(o *s3.Options) {
+			o.UsePathStyle = true
+			// Plain HTTP to loopback: checksums only where S3 requires them.
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}),
+	}, nil
+}
+
+// unreachable turns a connection error into advice.
+func (c *clients) explain(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "connection refused") {
+		return fmt.Errorf("no sagebox server at %s (start one with `sagebox server`, or set SAGEBOX_ENDPOINT): %w", c.endpoint, err)
+	}
+	return err
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/sagemaker/types"
+)
+
+const trainingLogGroup = "/aws/sagemaker/TrainingJobs"
+
+type followOptions struct {
+	logs    bool // print log lines
+	jsonOut bool // print the final Describe as JSON
+	wait    bool // keep going until the job ends (logs -f, train)
+}
+
+// statusLine draws a one-line live status at the bottom of a terminal.
+type statusLine struct {
+	w     io.Writer
+	tty   bool
+	shown bool
+}
+
+func newStatusLine(w io.Writer) *statusLine {
+	f, ok := w.(*os.File)
+	tty := false
+	if ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &statusLine{w: w, tty: tty}
+}
+
+func (s *statusLine) clear() {
+	if s.tty && s.shown {
+		fmt.Fprint(s.w, "\r\033[K")
+		s.shown = false
+	}
+}
+
+func (s *statusLine) draw(text string) {
+	if !s.tty {
+		return
+	}
+	fmt.Fprint(s.w, "\r\033[K"+text)
+	s.shown = true
+}
+
+// logFollower tails every log stream of one job.
+type logFollower struct {
+	c      *clients
+	job    string
+	tokens map[string]*string
+}
+
+// poll prints new events of every stream and reports whether any arrived.
+func (f *logFollower) poll(ctx context.Context, out io.Writer, before func()) (bool, error) {
+	var streams []string
+	var next *string
+	for {
+		resp, err := f.c.logs.DescribeLogStreams(ctx, &cloudwatchlogs.DescribeLogStreamsInput{
+			LogGroupName:        aws.String(trainingLogGroup),
+			LogStreamNamePrefix: aws.String(f.job + "/"),
+			NextToken:           next,
+		})
+		if err != nil {
+			if strings.Contains(err.Error(), "ResourceNotFound") {
+				return false, nil // no log group yet
+			}
+			return false, err
+		}
+		for _, s := range resp.LogStreams {
+			streams = append(streams, aws.ToString(s.LogStreamName))
+		}
+		if resp.NextToken == nil {
+			break
+		}
+		next = resp.NextToken
+	}
+	sort.Strings(streams)
+	got := false
+	for _, s := range streams {
+		for {
+			resp, err := f.c.logs.GetLogEvents(ctx, &cloudwatchlogs.GetLogEventsInput{
+				LogGroupName:  aws.String(trainingLogGroup),
+				LogStreamName: aws.String(s),
+				StartFromHead: aws.Bool(true),
+				NextToken:     f.tokens[s],
+			})
+			if err != nil {
+				return got, err
+			}
+			f.tokens[s] = resp.NextForwardToken
+			if len(resp.Events) == 0 {
+				break
+			}
+			if !got {
+				before()
+			}
+			got = true
+			prefix := ""
+			if len(streams) > 1 {
+				host := strings.TrimPrefix(s, f.job+"/")
+				if i := strings.LastIndex(host, "-"); i > 0 {
+					host = host[:i]
+				}
+				prefix = "[" + host + "] "
+			}
+			for _, ev := range resp.Events {
+				fmt.Fprintln(out, prefix+aws.ToString(ev.Message))
+			}
+		}
+	}
+	return got, nil
+}
+
+// followJob streams a job's logs and status until it ends (or, without
+// wait, prints what is there now), then reports the outcome through the
+// exit code: 0 Completed, 2 Failed, 3 Stopped.
+func followJob(ctx context.Context, e *env, c *clients, name string, o followOptions) error {
+	status := newStatusLine(e.stderr)
+	defer status.clear()
+	lf := &logFollower{c: c, job: name, tokens: map[string]*string{}}
+	start := time.Now()
+	lastSecondary := ""
+	lastTransitions := 0
+	var desc *sagemaker.DescribeTrainingJobOutput
+	for {
+		d, err := c.sm.DescribeTrainingJob(ctx, &sagemaker.DescribeTrainingJobInput{TrainingJobName: aws.String(name)})
+		if err != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return detached(name)
+			}
+			return c.explain(ctx, fmt.Errorf("describe %s: %w", name, err))
+		}
+		desc = d
+		for _, t := range d.SecondaryStatusTransitions[min(lastTransitions, len(d.SecondaryStatusTransitions)):] {
+			status.clear()
+			fmt.Fprintf(e.stderr, "%s %s: %s\n", aws.ToTime(t.StartTime).Local().Format("15:04:05"), t.Status, aws.ToString(t.StatusMessage))
+		}
+		lastTransitions = len(d.SecondaryStatusTransitions)
+		if string(d.SecondaryStatus) != lastSecondary {
+			lastSecondary = string(d.SecondaryStatus)
+		}
+		if o.logs {
+			if _, err := lf.poll(ctx, e.stdout, status.clear); err != nil {
+				if errors.Is(ctx.Err(), context.Canceled) {
+					return detached(name)
+				}
+				return c.explain(ctx, err)
+			}
+		}
+		terminal := d.TrainingJobStatus == smtypes.TrainingJobStatusCompleted ||
+			d.TrainingJobStatus == smtypes.TrainingJobStatusFailed ||
+			d.TrainingJobStatus == smtypes.TrainingJobStatusStopped
+		if terminal || !o.wait {
+			break
+		}
+		status.draw(fmt.Sprintf("%s · %s · %s", name, lastSecondary, time.Since(start).Round(time.Second)))
+		select {
+		case <-ctx.Done():
+			return detached(name)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if o.logs {
+		// One last round: lines written just before the job ended.
+		if _, err := lf.poll(ctx, e.stdout, status.clear); err != nil {
+			return c.explain(ctx, err)
+		}
+	}
+	status.clear()
+	if o.jsonOut {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(desc); err != nil {
+			return err
+		}
+	}
+	return outcome(e, desc, o.wait)
+}
+
+func detached(name string) error {
+	return exitError{code: 130, msg: fmt.Sprintf("stopped following %s; the job keeps running (stop it with `sagebox jobs stop %s`)", name, name)}
+}
+
+func outcome(e *env, d *sagemaker.DescribeTrainingJobOutput, report bool) error {
+	name := aws.ToString(d.TrainingJobName)
+	switch d.TrainingJobStatus {
+	case smtypes.TrainingJobStatusCompleted:
+		if report {
+			fmt.Fprintf(e.stderr, "Training job %s completed in %ds.\n", name, aws.ToInt32(d.TrainingTimeInSeconds))
+			if d.ModelArtifacts != nil {
+				fmt.Fprintf(e.stderr, "Model artifacts: %s\n", aws.ToString(d.ModelArtifacts.S3ModelArtifacts))
+			}
+		}
+		return nil
+	case smtypes.TrainingJobStatusFailed:
+		return exitError{code: 2, msg: fmt.Sprintf("training job %s failed: %s", name, aws.ToString(d.FailureReason))}
+	case smtypes.TrainingJobStatusStopped:
+		return exitError{code: 3, msg: fmt.Sprintf("training job %s was stopped (%s)", name, d.SecondaryStatus)}
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sagebox/sagebox/internal/controlplane"
+	"github.com/sagebox/sagebox/internal/logstore"
+	"github.com/sagebox/sagebox/internal/metastore"
+	"github.com/sagebox/sagebox/internal/objectstore"
+	"github.com/sagebox/sagebox/internal/pyruntime"
+	"github.com/sagebox/sagebox/internal/router"
+	"github.com/sagebox/sagebox/internal/s3api"
+	"github.com/sagebox/sagebox/internal/sigv4"
+	"github.com/sagebox/sagebox/internal/training"
+)
+
+// serverOptions are the flags of `sagebox server`.
+type serverOptions struct {
+	addr        string
+	dataDir     string
+	region      string
+	accountID   string
+	credentials []string
+	stopGrace   time.Duration
+	logLevel    string
+	logFormat   string
+}
+
+func newServerCmd(e *env) *cobra.Command {
+	var o serverOptions
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Serve the SageMaker, CloudWatch Logs and S3 APIs on one address",
+		Long: `Runs the sagebox control plane. Every client (boto3, the AWS CLI, the AWS SDK for
+Go, the SageMaker Python SDK, the sagebox CLI) uses this one address as its
+endpoint URL. Ready when GET /_sagebox/health answers 200.
+
+On a loopback address any access key is accepted. Binding to any other address
+requires --credentials (or SAGEBOX_CREDENTIALS), and then every request must be
+signed with SigV4 by one of those keys.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runServer(cmd.Context(), e, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "addr", "127.0.0.1:7070", "listen address HOST:PORT")
+	f.StringVar(&o.dataDir, "data-dir", "", "data directory (default $SAGEBOX_DATA_DIR, else $XDG_DATA_HOME/sagebox)")
+	f.StringVar(&o.region, "region", "us-east-1", "AWS region the server claims to be")
+	f.StringVar(&o.accountID, "account-id", "123456789012", "AWS account ID used in ARNs")
+	f.StringArrayVar(&o.credentials, "credentials", nil, "ACCESS_KEY:SECRET accepted for SigV4 (repeatable; also SAGEBOX_CREDENTIALS, comma-separated)")
+	f.DurationVar(&o.stopGrace, "stop-grace", 30*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// defaultDataDir is $SAGEBOX_DATA_DIR, else the XDG data directory.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("SAGEBOX_DATA_DIR"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "sagebox")
+	}
+	return filepath.Join(getenv("HOME"), ".local", "share", "sagebox")
+}
+
+func newLogger(e *env, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// parseCredentials reads ACCESS_KEY:SECRET pairs from flags and SAGEBOX_CREDENTIALS.
+func parseCredentials(flags []string, fromEnv string) (map[string]string, error) {
+	all := append([]string(nil), flags...)
+	if fromEnv != "" {
+		all = append(all, strings.Split(fromEnv, ",")...)
+	}
+	creds := map[string]string{}
+	for _, c := range all {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		k, s, ok := strings.Cut(c, ":")
+		if !ok || k == "" || s == "" {
+			return nil, fmt.Errorf("credentials %q: want ACCESS_KEY:SECRET", c)
+		}
+		creds[k] = s
+	}
+	return creds, nil
+}
+
+// isLoopback reports whether a listen address only accepts local connections.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func runServer(ctx context.Context, e *env, o *serverOptions) error {
+	logger, err := newLogger(e, o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	creds, err := parseCredentials(o.credentials, e.getenv("SAGEBOX_CREDENTIALS"))
+	if err != nil {
+		return err
+	}
+	if !isLoopback(o.addr) && len(creds) == 0 {
+		return fmt.Errorf("refusing to listen on %s without credentials: anyone who can reach it could run code on this machine; pass --credentials ACCESS_KEY:SECRET or bind to 127.0.0.1", o.addr)
+	}
+	dataDir := o.dataDir
+	if dataDir == "" {
+		dataDir = defaultDataDir(e.getenv)
+	}
+	if dataDir, err = filepath.Abs(dataDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+
+	py, err := pyruntime.Find(ctx, e.getenv)
+	if err != nil {
+		logger.Warn("no usable Python found; training jobs will fail until one is installed", "error", err)
+	} else {
+		logger.Info("python interpreter chosen", "python", py.Path, "source", py.Source)
+	}
+	runtimeDir, err := pyruntime.Unpack(filepath.Join(dataDir, "runtime"))
+	if err != nil {
+		return fmt.Errorf("unpack python runtime: %w", err)
+	}
+
+	objects, err := objectstore.Open(filepath.Join(dataDir, "s3"))
+	if err != nil {
+		return fmt.Errorf("open object store: %w", err)
+	}
+	defer objects.Close()
+	db, err := metastore.Open(ctx, filepath.Join(dataDir, "meta.db"))
+	if err != nil {
+		return fmt.Errorf("open metadata store: %w", err)
+	}
+	defer db.Close()
+	logs, err := logstore.Open(ctx, filepath.Join(dataDir, "logs"))
+	if err != nil {
+		return fmt.Errorf("open log store: %w", err)
+	}
+	defer logs.Close()
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the job shim: %w", err)
+	}
+	runner := training.NewRunner(training.Config{
+		DataDir:           dataDir,
+		Python:            py,
+		RuntimeDir:        runtimeDir,
+		SagemakerEndpoint: endpoint,
+		Region:            o.region,
+		StopGrace:         o.stopGrace,
+		ShimCommand:       []string{self, "exec-shim"},
+	}, db, objects, logs, logger)
+
+	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID}, db, logs, runner, logger)
+	s3h := s3api.New(objects, s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger})
+	var auth router.Authenticator
+	if len(creds) > 0 {
+		auth = sigv4Authenticator{sigv4.NewVerifier(creds, time.Now)}
+	}
+	handler := router.New(router.Routes{JSON: cp, S3: s3h}, auth, logger)
+
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if err := runner.Recover(ctx); err != nil {
+		logger.Error("recover training jobs", "error", err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("sagebox server ready", "addr", ln.Addr().String(), "data_dir", dataDir, "auth", len(creds) > 0)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down; running jobs keep running and are re-adopted at the next start")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("shutdown", "error", err)
+	}
+	return runner.Close(shutdownCtx)
+}
+
+// sigv4Authenticator adapts the SigV4 verifier to the router.
+type sigv4Authenticator struct{ v *sigv4.Verifier }
+
+func (a sigv4Authenticator) Authenticate(r *http.Request) error {
+	_, err := a.v.Verify(r)
+	return err
+}

@@ -1,0 +1,261 @@
+// Package archive reads and writes the tar archives sagebox moves around:
+// sourcedir.tar.gz, model.tar.gz and output.tar.gz.
+//
+// Extraction is defensive: archives come from users and from S3, so an
+// entry whose path is absolute, climbs out with "..", or goes through a
+// symlink that points outside the destination is refused, and nothing is
+// ever written outside the destination directory.
+package archive
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/pgzip"
+)
+
+// ErrUnsafePath is wrapped by Extract's error when an entry would land
+// outside the destination directory.
+var ErrUnsafePath = errors.New("unsafe path in archive")
+
+// Extract unpacks a tar archive, gzip-compressed or not (detected from the
+// first bytes), into dest, creating it if needed. Regular files, directories,
+// and symlinks and hard links that stay inside dest are supported; device
+// nodes and FIFOs are skipped. Ownership is not restored.
+func Extract(ctx context.Context, r io.Reader, dest string) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	var src io.Reader = br
+	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		// pgzip decompresses ahead of the tar reader in its own goroutine.
+		zr, err := pgzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("read gzip header: %w", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dest, err)
+	}
+	root, err := filepath.Abs(dest)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", dest, err)
+	}
+	x := &extractor{root: root}
+	err = x.run(ctx, tar.NewReader(src))
+	// Links are checked even after a failed entry: a half-extracted tree
+	// must not keep a link out either.
+	if lerr := x.checkSymlinks(); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+func (x *extractor) run(ctx context.Context, tr *tar.Reader) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		if err := x.extractEntry(hdr, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// extractor carries what one Extract call has created so far.
+type extractor struct {
+	root string
+	// symlinks are the links created, checked again once every entry is in
+	// place: a link that looks inside root by its text can still resolve
+	// outside through an earlier link ("a" -> ".", then "b" -> "a/..").
+	symlinks []string
+}
+
+// checkSymlinks resolves every symlink the archive created and refuses (and
+// removes) any that resolves outside root. Dangling links are allowed; their
+// text was already checked not to climb out.
+func (x *extractor) checkSymlinks() error {
+	if len(x.symlinks) == 0 {
+		return nil
+	}
+	realRoot, err := filepath.EvalSymlinks(x.root)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", x.root, err)
+	}
+	var bad error
+	for _, p := range x.symlinks {
+		resolved, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue // dangling or a loop: points nowhere, so nowhere outside
+		}
+		if !within(realRoot, resolved) {
+			_ = os.Remove(p)
+			if bad == nil {
+				rel, _ := filepath.Rel(x.root, p)
+				bad = fmt.Errorf("%w: symlink %q resolves outside the archive", ErrUnsafePath, filepath.ToSlash(rel))
+			}
+		}
+	}
+	return bad
+}
+
+// within reports whether p is root or lies under it (both clean, absolute).
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// ExtractFile is Extract on the archive at path.
+func ExtractFile(ctx context.Context, archivePath, dest string) error {
+	f, err := os.Open(archivePath)
+	if err != nil {
+		return fmt.Errorf("open archive: %w", err)
+	}
+	defer f.Close()
+	return Extract(ctx, f, dest)
+}
+
+// target maps an entry name to a path inside root, or fails.
+func target(root, name string) (string, error) {
+	clean := path.Clean("/" + strings.TrimPrefix(name, "./"))
+	if filepath.IsAbs(name) || strings.HasPrefix(name, "/") {
+		return "", fmt.Errorf("%w: %q is absolute", ErrUnsafePath, name)
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("%w: %q climbs out with ..", ErrUnsafePath, name)
+		}
+	}
+	if clean == "/" {
+		return root, nil
+	}
+	return filepath.Join(root, filepath.FromSlash(clean[1:])), nil
+}
+
+// checkNoSymlinkParents refuses a target whose parent directories include a
+// symlink: writing through one could land outside root.
+func checkNoSymlinkParents(root, p string) error {
+	rel, err := filepath.Rel(root, filepath.Dir(p))
+	if err != nil || rel == "." {
+		return nil
+	}
+	cur := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return nil // not there yet: MkdirAll will create a real directory
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%w: %q goes through the symlink %q", ErrUnsafePath, p, cur)
+		}
+	}
+	return nil
+}
+
+func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
+	root := x.root
+	p, err := target(root, hdr.Name)
+	if err != nil {
+		return err
+	}
+	if p == root {
+		if hdr.Typeflag == tar.TypeDir || hdr.Typeflag == tar.TypeXGlobalHeader || hdr.Typeflag == tar.TypeXHeader {
+			return nil
+		}
+		return fmt.Errorf("%w: %q would replace the destination itself", ErrUnsafePath, hdr.Name)
+	}
+	if err := checkNoSymlinkParents(root, p); err != nil {
+		return err
+	}
+	mode := os.FileMode(hdr.Mode).Perm()
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("create dir %s: %w", hdr.Name, err)
+		}
+		return nil
+	case tar.TypeReg, tar.TypeRegA:
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("create dir for %s: %w", hdr.Name, err)
+		}
+		// Replace rather than write through whatever is there (it could be a
+		// symlink planted by an earlier entry).
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("replace %s: %w", hdr.Name, err)
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode|0o600)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", hdr.Name, err)
+		}
+		if _, err := io.Copy(f, r); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", hdr.Name, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", hdr.Name, err)
+		}
+		return nil
+	case tar.TypeSymlink:
+		link := hdr.Linkname
+		if filepath.IsAbs(link) {
+			return fmt.Errorf("%w: symlink %q points to the absolute path %q", ErrUnsafePath, hdr.Name, link)
+		}
+		if !within(root, filepath.Join(filepath.Dir(p), link)) {
+			return fmt.Errorf("%w: symlink %q points outside the archive (%q)", ErrUnsafePath, hdr.Name, link)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("create dir for %s: %w", hdr.Name, err)
+		}
+		_ = os.Remove(p)
+		if err := os.Symlink(link, p); err != nil {
+			return fmt.Errorf("create symlink %s: %w", hdr.Name, err)
+		}
+		x.symlinks = append(x.symlinks, p)
+		return nil
+	case tar.TypeLink:
+		old, err := target(root, hdr.Linkname)
+		if err != nil {
+			return err
+		}
+		if err := checkNoSymlinkParents(root, old); err != nil {
+			return err
+		}
+		st, err := os.Lstat(old)
+		if err != nil {
+			return fmt.Errorf("hard link %s: target %q: %w", hdr.Name, hdr.Linkname, err)
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%w: hard link %q targets a symlink", ErrUnsafePath, hdr.Name)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("create dir for %s: %w", hdr.Name, err)
+		}
+		_ = os.Remove(p)
+		if err := os.Link(old, p); err != nil {
+			return fmt.Errorf("create hard link %s: %w", hdr.Name, err)
+		}
+		return nil
+	case tar.TypeXGlobalHeader, tar.TypeXHeader:
+		return nil
+	default:
+		// Devices, FIFOs and other specials have no place in a model or code
+		// archive; skip them rather than fail a job over a stray entry.
+		return nil
+	}
+}

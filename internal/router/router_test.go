@@ -1,0 +1,100 @@
+package router
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+type named string
+
+func (n named) ServeHTTP(w http.ResponseWriter, r *http.Request) { io.WriteString(w, string(n)) }
+
+type authErr struct{}
+
+func (authErr) Error() string { return "signature does not match" }
+func (authErr) Code() string  { return "SignatureDoesNotMatch" }
+func (authErr) Status() int   { return http.StatusForbidden }
+
+type denyAll struct{}
+
+func (denyAll) Authenticate(*http.Request) error { return authErr{} }
+
+func TestRouting(t *testing.T) {
+	rt := New(Routes{JSON: named("json"), Runtime: named("runtime"), S3: named("s3"), Metrics: named("metrics")}, nil, nil)
+	cases := []struct {
+		name, method, path string
+		header             map[string]string
+		want               string
+	}{
+		{"sagemaker target", "POST", "/", map[string]string{"X-Amz-Target": "SageMaker.CreateTrainingJob"}, "json"},
+		{"logs target", "POST", "/", map[string]string{"X-Amz-Target": "Logs_20140328.GetLogEvents"}, "json"},
+		{"invoke endpoint", "POST", "/endpoints/my-ep/invocations", nil, "runtime"},
+		{"bucket named endpoints, GET", "GET", "/endpoints/key", nil, "s3"},
+		{"list buckets", "GET", "/", nil, "s3"},
+		{"put object", "PUT", "/bucket/a/b", nil, "s3"},
+		{"metrics", "GET", "/_sagebox/metrics", nil, "metrics"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := httptest.NewRequest(c.method, c.path, nil)
+			for k, v := range c.header {
+				req.Header.Set(k, v)
+			}
+			w := httptest.NewRecorder()
+			rt.ServeHTTP(w, req)
+			if got := w.Body.String(); got != c.want {
+				t.Errorf("routed to %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestHealth(t *testing.T) {
+	var healthErr error
+	rt := New(Routes{Health: func() error { return healthErr }}, denyAll{}, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/_sagebox/health", nil))
+	if w.Code != 200 {
+		t.Fatalf("health = %d, want 200 even with auth on", w.Code)
+	}
+	healthErr = errors.New("disk full")
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/_sagebox/health", nil))
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "disk full") {
+		t.Fatalf("unhealthy = %d %s", w.Code, w.Body)
+	}
+}
+
+func TestAuthErrorsSpeakTheServiceProtocol(t *testing.T) {
+	rt := New(Routes{JSON: named("json"), S3: named("s3")}, denyAll{}, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/bucket/key", nil))
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "<Code>SignatureDoesNotMatch</Code>") {
+		t.Errorf("S3 auth error = %d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("HEAD", "/bucket/key", nil))
+	if w.Code != 403 || w.Body.Len() != 0 {
+		t.Errorf("HEAD auth error = %d with body %q, want bodyless 403", w.Code, w.Body)
+	}
+	req := httptest.NewRequest("POST", "/", nil)
+	req.Header.Set("X-Amz-Target", "SageMaker.ListTrainingJobs")
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, req)
+	if w.Code != 403 || w.Header().Get("x-amzn-ErrorType") != "SignatureDoesNotMatch" || !strings.Contains(w.Body.String(), `"__type":"SignatureDoesNotMatch"`) {
+		t.Errorf("JSON auth error = %d %v %s", w.Code, w.Header(), w.Body)
+	}
+}
+
+func TestUnknownSageboxRoute(t *testing.T) {
+	rt := New(Routes{}, nil, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/_sagebox/nope", nil))
+	if w.Code != 404 {
+		t.Errorf("got %d", w.Code)
+	}
+}

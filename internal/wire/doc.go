@@ -1,0 +1,69 @@
+// Package wire is the Go side of the protocol between the model server's
+// front end and its Python workers (python/sagebox_runtime/wire.py is the
+// other side). The protocol is deliberately small; TorchServe's OTF protocol
+// is its ancestor, with one message per batch.
+//
+// # Transport
+//
+// A Unix stream socket. The Go front end listens on a fresh socket path and
+// starts the worker with that path; the worker connects, so there is no
+// polling for readiness. One connection per worker, strictly request/reply:
+// the front end never has more than one message in flight per worker.
+//
+// # Framing
+//
+// Every message is a frame:
+//
+//	u32  length of what follows (type byte + payload), big-endian
+//	u8   type
+//	...  payload
+//
+// Integers are big-endian. A "str" or "bytes" is a u32 length followed by
+// that many bytes (UTF-8 for str). Frames larger than the configured
+// maximum (payload limit × batch size + headroom) are a protocol error.
+//
+// # Messages
+//
+//	0x01 HELLO   worker → front end, first frame after connecting.
+//	             JSON {"version": 1, "pid": <int>, "python": "<version>"}
+//	0x02 LOAD    front end → worker. JSON {"model_dir": str, "program": str
+//	             (SAGEMAKER_PROGRAM, default "inference.py"), "gpu_id": int
+//	             (-1 on CPU), "batch_size": int, "worker_id": int,
+//	             "server_name": "sagebox", "server_version": str,
+//	             "default_accept": str}
+//	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}
+//	             or {"ok": false, "error": {"type": str, "message": str,
+//	             "traceback": str}}. model_fn has run exactly once when ok.
+//	0x04 INFER   front end → worker, one batch:
+//	               u32 n
+//	               n × { u64 id | str content_type | str accept
+//	                     | u32 nh | nh × {str name | str value}   (request headers)
+//	                     | bytes body }
+//	0x05 RESULT  worker → front end, the answer to one INFER:
+//	               u64 handler_nanos   (time spent in user/default handler code)
+//	               u32 n               (must equal the INFER's n, same ids)
+//	               n × { u64 id | u16 status | str content_type
+//	                     | u32 nh | nh × {str name | str value}  (response headers)
+//	                     | bytes body
+//	                     | str error_type | str error_message | str traceback }
+//	             status < 400: body is the response. status >= 400: the request
+//	             failed alone; error_* say why (body is ignored).
+//	0x06 PING    front end → worker (liveness probe, optional).
+//	0x07 PONG    worker → front end.
+//
+// In INFER, content_type and accept are the raw Content-Type and Accept
+// header values ("" when absent, MIME parameters included); the worker
+// applies default_accept when accept is "" or "*/*". Header names arrive
+// as the front end received them (Go's canonical form, e.g.
+// X-Amzn-Sagemaker-Custom-Attributes), so the worker compares them
+// case-insensitively. The front end copies response headers onto the HTTP
+// response as given.
+//
+// A worker that receives anything it does not understand exits with a
+// message on stderr; the front end treats a closed socket as a crash. To
+// stop a worker the front end closes the connection; the worker then exits
+// with status 0 (SIGTERM to its process group follows after a grace period).
+//
+// testdata/ holds golden frames that both sides' tests read; its README
+// describes them.
+package wire

@@ -1,0 +1,12 @@
+// Package python embeds sagebox's Python runtime package, sagebox_runtime,
+// so the single sagebox binary can write it out and run it with the user's
+// interpreter (see internal/pyruntime).
+package python
+
+import "embed"
+
+// FS holds the sagebox_runtime package. The all: prefix keeps __init__.py and
+// __main__.py, which a plain directory embed would skip.
+//
+//go:embed all:sagebox_runtime
+var FS embed.FS
