@@ -1,0 +1,1 @@
+"""sagebox's stand-in for the ``sagemaker_inference`` package (see ../README.md)."""

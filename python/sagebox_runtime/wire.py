@@ -1,0 +1,410 @@
+"""Framing for the model-server worker protocol (Python side).
+
+The contract is internal/wire/doc.go; this module is its mirror and imports
+nothing beyond the standard library, so it can be loaded (and tested) without
+torch.
+
+Every message is one frame::
+
+    u32 length of (type byte + payload), big-endian | u8 type | payload
+
+A "str"/"bytes" field is a u32 length followed by that many bytes (UTF-8 for
+str). Both directions are implemented (the worker only needs to decode INFER
+and encode RESULT, tests need the reverse) so the golden vectors written by
+the Go side can be checked byte for byte.
+
+Strings are decoded with ``surrogateescape`` and encoded the same way, so a
+header value that is not valid UTF-8 survives a round trip unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+HELLO = 0x01
+LOAD = 0x02
+LOADED = 0x03
+INFER = 0x04
+RESULT = 0x05
+PING = 0x06
+PONG = 0x07
+
+NAMES = {
+    HELLO: "HELLO",
+    LOAD: "LOAD",
+    LOADED: "LOADED",
+    INFER: "INFER",
+    RESULT: "RESULT",
+    PING: "PING",
+    PONG: "PONG",
+}
+
+PROTOCOL_VERSION = 1
+
+_U8 = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_FRAME_HEAD = struct.Struct(">IB")  # length, type
+_RESULT_HEAD = struct.Struct(">QI")  # handler_nanos, n
+_ITEM_HEAD = struct.Struct(">QH")  # id, status
+
+_ENC = "utf-8"
+_ERR = "surrogateescape"
+
+
+class ProtocolError(Exception):
+    """The peer sent something this side does not understand."""
+
+
+class Truncated(ProtocolError):
+    """The stream or a field ends early (a count that cannot fit included)."""
+
+
+class Malformed(ProtocolError):
+    """Complete but wrong framing: length 0, bytes after the last element."""
+
+
+class TooLarge(ProtocolError):
+    """A frame's length prefix exceeds the maximum frame size."""
+
+
+class Request:
+    """One request of an INFER batch."""
+
+    __slots__ = ("id", "content_type", "accept", "headers", "body")
+
+    def __init__(self, id, content_type, accept, headers, body):
+        self.id = id
+        self.content_type = content_type
+        self.accept = accept
+        self.headers = headers  # list of (name, value) pairs, wire order
+        self.body = body  # bytes
+
+    def __repr__(self):
+        return "Request(id=%d, content_type=%r, accept=%r, %d headers, %d bytes)" % (
+            self.id,
+            self.content_type,
+            self.accept,
+            len(self.headers),
+            len(self.body),
+        )
+
+    def __eq__(self, other):
+        return isinstance(other, Request) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__
+        )
+
+
+class Result:
+    """The answer for one request of a batch."""
+
+    __slots__ = (
+        "id",
+        "status",
+        "content_type",
+        "headers",
+        "body",
+        "error_type",
+        "error_message",
+        "traceback",
+    )
+
+    def __init__(
+        self,
+        id,
+        status=200,
+        content_type="",
+        headers=(),
+        body=b"",
+        error_type="",
+        error_message="",
+        traceback="",
+    ):
+        self.id = id
+        self.status = status
+        self.content_type = content_type
+        self.headers = headers
+        self.body = body
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+
+    def __repr__(self):
+        if self.status >= 400:
+            return "Result(id=%d, status=%d, %s: %s)" % (
+                self.id,
+                self.status,
+                self.error_type,
+                self.error_message,
+            )
+        return "Result(id=%d, status=%d, content_type=%r, %d bytes)" % (
+            self.id,
+            self.status,
+            self.content_type,
+            len(self.body),
+        )
+
+    def __eq__(self, other):
+        return isinstance(other, Result) and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__
+        )
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def frame(mtype: int, payload=b"") -> bytes:
+    """A complete frame (length prefix, type byte, payload)."""
+    return _FRAME_HEAD.pack(len(payload) + 1, mtype) + payload
+
+
+def json_frame(mtype: int, obj) -> bytes:
+    return frame(mtype, json.dumps(obj, separators=(",", ":")).encode(_ENC))
+
+
+def _put_str(parts: list, s: str):
+    b = s.encode(_ENC, _ERR)
+    parts.append(_U32.pack(len(b)))
+    parts.append(b)
+
+
+def _put_bytes(parts: list, b):
+    parts.append(_U32.pack(len(b)))
+    parts.append(b)
+
+
+def _put_headers(parts: list, headers):
+    parts.append(_U32.pack(len(headers)))
+    for name, value in headers:
+        _put_str(parts, name)
+        _put_str(parts, value)
+
+
+def encode_infer(requests) -> bytes:
+    """INFER payload (no frame header) for a list of Request."""
+    parts = [_U32.pack(len(requests))]
+    for r in requests:
+        parts.append(_U64.pack(r.id))
+        _put_str(parts, r.content_type)
+        _put_str(parts, r.accept)
+        _put_headers(parts, r.headers)
+        _put_bytes(parts, r.body)
+    return b"".join(parts)
+
+
+def result_frame_parts(handler_nanos: int, results) -> list:
+    """The parts of a complete RESULT frame (header included), to be joined.
+
+    Kept as a list so the worker can join once and write with one sendall.
+    """
+    parts = [b"", _RESULT_HEAD.pack(handler_nanos, len(results))]
+    for r in results:
+        parts.append(_ITEM_HEAD.pack(r.id, r.status))
+        _put_str(parts, r.content_type or "")
+        _put_headers(parts, r.headers)
+        _put_bytes(parts, r.body)
+        _put_str(parts, r.error_type or "")
+        _put_str(parts, r.error_message or "")
+        _put_str(parts, r.traceback or "")
+    size = 1
+    for p in parts:
+        size += len(p)
+    parts[0] = _FRAME_HEAD.pack(size, RESULT)
+    return parts
+
+
+def encode_result(handler_nanos: int, results) -> bytes:
+    """RESULT payload (no frame header)."""
+    return b"".join(result_frame_parts(handler_nanos, results)[1:])
+
+
+# ---------------------------------------------------------------- decoding
+
+
+class _Reader:
+    """Sequential reader over a bytes-like payload."""
+
+    __slots__ = ("buf", "off", "end")
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.off = 0
+        self.end = len(buf)
+
+    def _need(self, n):
+        if self.off + n > self.end:
+            raise Truncated(
+                "truncated payload: need %d bytes at offset %d of %d"
+                % (n, self.off, self.end)
+            )
+
+    def u16(self):
+        self._need(2)
+        (v,) = _U16.unpack_from(self.buf, self.off)
+        self.off += 2
+        return v
+
+    def u32(self):
+        self._need(4)
+        (v,) = _U32.unpack_from(self.buf, self.off)
+        self.off += 4
+        return v
+
+    def u64(self):
+        self._need(8)
+        (v,) = _U64.unpack_from(self.buf, self.off)
+        self.off += 8
+        return v
+
+    def raw(self):
+        n = self.u32()
+        self._need(n)
+        start = self.off
+        self.off = start + n
+        return bytes(self.buf[start : self.off])
+
+    def str(self):
+        n = self.u32()
+        self._need(n)
+        start = self.off
+        self.off = start + n
+        if n == 0:
+            return ""
+        return str(self.buf[start : self.off], _ENC, _ERR)
+
+    def headers(self):
+        nh = self.u32()
+        # Each header takes at least 8 bytes; refuse absurd counts early.
+        self._need(nh * 8)
+        s = self.str
+        return [(s(), s()) for _ in range(nh)]
+
+    def done(self):
+        if self.off != self.end:
+            raise Malformed(
+                "%d trailing bytes after the last field" % (self.end - self.off)
+            )
+
+
+def decode_infer(payload) -> list:
+    """Requests of an INFER payload (bytes or memoryview, no frame header)."""
+    rd = _Reader(payload)
+    n = rd.u32()
+    rd._need(n * 24)  # smallest request: id + 4 empty lengths
+    out = []
+    for _ in range(n):
+        rid = rd.u64()
+        ctype = rd.str()
+        accept = rd.str()
+        headers = rd.headers()
+        body = rd.raw()
+        out.append(Request(rid, ctype, accept, headers, body))
+    rd.done()
+    return out
+
+
+def decode_result(payload):
+    """(handler_nanos, [Result]) of a RESULT payload (no frame header)."""
+    rd = _Reader(payload)
+    nanos = rd.u64()
+    n = rd.u32()
+    out = []
+    for _ in range(n):
+        rid = rd.u64()
+        status = rd.u16()
+        ctype = rd.str()
+        headers = rd.headers()
+        body = rd.raw()
+        out.append(Result(rid, status, ctype, headers, body, rd.str(), rd.str(), rd.str()))
+    rd.done()
+    return nanos, out
+
+
+def decode_json(payload):
+    try:
+        return json.loads(str(payload, _ENC))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise Malformed("payload is not JSON: %s" % e) from None
+
+
+def split_frame(data):
+    """(type, payload) of one complete frame given as bytes (for tests)."""
+    if len(data) < 5:
+        raise Truncated("frame shorter than its header")
+    length, mtype = _FRAME_HEAD.unpack_from(data, 0)
+    if length < 1 or len(data) != 4 + length:
+        raise Malformed(
+            "frame length %d does not match %d bytes" % (length, len(data) - 4)
+        )
+    return mtype, data[5:]
+
+
+# ---------------------------------------------------------------- transport
+
+
+class Connection:
+    """Frames over a connected stream socket.
+
+    ``recv`` returns a memoryview into a buffer that is reused by the next
+    ``recv``: decode it (or copy) before reading again.
+    """
+
+    def __init__(self, sock, max_frame: int = 1 << 32, bufsize: int = 1 << 16):
+        self.sock = sock
+        self.max_frame = max_frame
+        self._buf = bytearray(bufsize)
+        self._head = bytearray(5)
+        self._head_mv = memoryview(self._head)
+
+    def _fill(self, mv, n, at_boundary=False) -> bool:
+        got = 0
+        recv_into = self.sock.recv_into
+        while got < n:
+            k = recv_into(mv[got:n])
+            if k == 0:
+                if at_boundary and got == 0:
+                    return False
+                raise Truncated(
+                    "connection closed in the middle of a frame (%d of %d bytes)"
+                    % (got, n)
+                )
+            got += k
+        return True
+
+    def recv(self):
+        """(type, payload memoryview), or (None, None) on a clean EOF."""
+        if not self._fill(self._head_mv, 5, at_boundary=True):
+            return None, None
+        length, mtype = _FRAME_HEAD.unpack_from(self._head, 0)
+        if length < 1:
+            raise Malformed("frame length 0")
+        if length > self.max_frame:
+            raise TooLarge(
+                "frame of %d bytes exceeds the limit of %d" % (length, self.max_frame)
+            )
+        n = length - 1
+        if n > len(self._buf):
+            self._buf = bytearray(max(n, 2 * len(self._buf)))
+        mv = memoryview(self._buf)
+        if n:
+            self._fill(mv, n)
+        return mtype, mv[:n]
+
+    def send(self, mtype: int, payload=b""):
+        self.sock.sendall(frame(mtype, payload))
+
+    def send_json(self, mtype: int, obj):
+        self.sock.sendall(json_frame(mtype, obj))
+
+    def send_result(self, handler_nanos: int, results):
+        # One sendall for the whole frame: a worker that dies mid-batch never
+        # leaves a half-written RESULT behind a complete-looking header.
+        self.sock.sendall(b"".join(result_frame_parts(handler_nanos, results)))
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass

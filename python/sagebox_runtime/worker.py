@@ -1,0 +1,211 @@
+"""``python -m sagebox_runtime worker --socket PATH``: one model-server worker.
+
+The worker connects to the Unix socket the Go front end listens on, sends
+HELLO, waits for LOAD (imports the user module, runs ``model_fn`` exactly
+once), answers LOADED, then answers every INFER with one RESULT and every
+PING with a PONG, until the front end closes the connection (exit 0).
+
+* torch is imported only after HELLO, so the front end knows at once that
+  the process is alive.
+* A LOAD that fails is answered with ``{"ok": false, "error": {...}}``; the
+  worker then waits for the front end to close the connection (or to send
+  another LOAD, which retries with a fresh import).
+* A frame it does not understand (unknown type, INFER before a successful
+  LOAD, a second LOAD after one succeeded, a malformed payload) makes it
+  print the reason on stderr and exit with status 2.
+* Each RESULT is written with a single ``sendall``.
+* CPU threads: when neither ``OMP_NUM_THREADS`` nor ``MKL_NUM_THREADS`` is
+  set and the model server runs more than one worker (LOAD field ``workers``,
+  else ``SAGEMAKER_MODEL_SERVER_WORKERS``), each worker uses
+  ``max(1, usable CPUs // workers)`` intra-op threads instead of torch's
+  default of one per CPU, so N workers do not oversubscribe the machine.
+  With one worker torch's default is kept.
+* SIGINT is ignored: the front end owns the worker's lifetime (EOF, SIGTERM
+  or SIGKILL), so a Ctrl-C in the terminal does not kill requests in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+import traceback
+
+from . import wire
+
+log = logging.getLogger("sagebox.worker")
+
+
+class ProtocolExit(Exception):
+    pass
+
+
+def _setup_logging():
+    level = os.environ.get("SAGEBOX_LOG_LEVEL") or os.environ.get("SAGEMAKER_CONTAINER_LOG_LEVEL") or "INFO"
+    try:
+        level = int(level)
+    except ValueError:
+        level = getattr(logging, str(level).upper(), logging.INFO)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level,
+        format="%(asctime)s sagebox-worker[%(process)d] %(levelname)s %(message)s",
+    )
+
+
+def _usable_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def configure_threads(workers):
+    """Apply the thread rule in the module docstring; returns the count set or None."""
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS"):
+        return None
+    if not workers:
+        try:
+            workers = int(os.environ.get("SAGEMAKER_MODEL_SERVER_WORKERS") or 0)
+        except ValueError:
+            workers = 0
+    if workers <= 1:
+        return None
+    import torch
+
+    n = max(1, _usable_cpus() // workers)
+    torch.set_num_threads(n)
+    return n
+
+
+def _error_payload(exc):
+    return {
+        "ok": False,
+        "error": {
+            "type": type(exc).__name__,
+            "message": str(exc) or type(exc).__name__,
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        },
+    }
+
+
+def _load(conn, payload):
+    """Handle a LOAD frame; returns the Handler or None when loading failed."""
+    msg = wire.decode_json(payload)
+    if not isinstance(msg, dict) or not isinstance(msg.get("model_dir"), str):
+        raise ProtocolExit("LOAD without a model_dir: %r" % (msg,))
+    try:
+        from .handler import Handler, LoadConfig
+
+        cfg = LoadConfig(**msg)
+        n = configure_threads(int(msg.get("workers") or 0))
+        if n:
+            log.info("using %d CPU thread(s) per worker", n)
+        h = Handler(cfg)
+        info = h.load()
+    except (Exception, SystemExit) as e:
+        log.error("model load failed: %s: %s", type(e).__name__, e)
+        conn.send_json(wire.LOADED, _error_payload(e))
+        return None
+    # The model's objects live as long as the worker: keep them out of the
+    # cyclic GC's young generations so collections stay short under load.
+    gc.collect()
+    gc.freeze()
+    conn.send_json(wire.LOADED, info)
+    return h
+
+
+def _internal_failure(requests, exc):
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return [
+        wire.Result(r.id, 500, "", (), b"", "WorkerError", "internal worker error: %s" % exc, tb)
+        for r in requests
+    ]
+
+
+def serve(conn):
+    """The worker loop over a connected wire.Connection; returns the exit status."""
+    conn.send_json(
+        wire.HELLO,
+        {"version": wire.PROTOCOL_VERSION, "pid": os.getpid(), "python": platform.python_version()},
+    )
+    handler = None
+    recv = conn.recv
+    perf = time.perf_counter_ns
+    try:
+        while True:
+            mtype, payload = recv()
+            if mtype == wire.INFER:
+                if handler is None:
+                    raise ProtocolExit("INFER before a successful LOAD")
+                requests = wire.decode_infer(payload)
+                t0 = perf()
+                try:
+                    results = handler.run_batch(requests)
+                except Exception as e:  # a bug here, never user code
+                    results = _internal_failure(requests, e)
+                conn.send_result(perf() - t0, results)
+            elif mtype == wire.PING:
+                conn.send(wire.PONG)
+            elif mtype == wire.LOAD:
+                if handler is not None:
+                    raise ProtocolExit("a second LOAD after the model was loaded")
+                handler = _load(conn, payload)
+            elif mtype is None:
+                log.debug("front end closed the connection")
+                return 0
+            else:
+                raise ProtocolExit(
+                    "unexpected frame type 0x%02x (%s)" % (mtype, wire.NAMES.get(mtype, "unknown"))
+                )
+    except (ProtocolExit, wire.ProtocolError) as e:
+        sys.stderr.write("sagebox-worker: protocol error: %s\n" % e)
+        sys.stderr.flush()
+        return 2
+    except (BrokenPipeError, ConnectionResetError) as e:
+        sys.stderr.write("sagebox-worker: connection to the front end lost: %s\n" % e)
+        sys.stderr.flush()
+        return 1
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python -m sagebox_runtime worker",
+        description="Serve a model to the sagebox model-server front end over a Unix socket.",
+    )
+    p.add_argument("--socket", required=True, help="Unix socket path the front end listens on")
+    args = p.parse_args(argv)
+
+    _setup_logging()
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):
+        pass
+    # User code prints; make it reach the front end's log promptly.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError):
+            pass
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(args.socket)
+    except OSError as e:
+        sys.stderr.write("sagebox-worker: cannot connect to %s: %s\n" % (args.socket, e))
+        return 1
+    conn = wire.Connection(sock)
+    try:
+        return serve(conn)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
