@@ -1,0 +1,50 @@
+// Package controlplane serves the AWS JSON 1.1 APIs of sagebox's control
+// plane: the SageMaker operations (X-Amz-Target "SageMaker.<Op>") and the
+// CloudWatch Logs operations that log streaming uses ("Logs_20140328.<Op>").
+// boto3, the AWS CLI, aws-sdk-go-v2 and the SageMaker Python SDK talk to it
+// unchanged when pointed at sagebox's address.
+//
+// # Layout
+//
+//	handler.go            Handler, Config, Runner, New, ServeHTTP, IsJSONTarget
+//	routes.go             the operation table: adding an operation is one line
+//	encode.go             request decoding and response encoding, in one place
+//	errors.go             error code → HTTP status, error bodies, in one place
+//	validate.go           AWS-style constraint checks and their messages
+//	training_jobs.go      Create/Describe/StopTrainingJob
+//	training_list.go      ListTrainingJobs
+//	training_validate.go  what CreateTrainingJob accepts, and its defaults
+//	logs.go               CreateLogGroup/Stream, PutLogEvents, DescribeLogGroups
+//	logs_read.go          DescribeLogStreams, GetLogEvents, FilterLogEvents
+//
+// # Wire behaviour
+//
+// Every response carries Content-Type application/x-amz-json-1.1 and an
+// x-amzn-RequestId. Errors are {"__type": code, "message": text} with the
+// code repeated in x-amzn-ErrorType; client faults are 400, internal errors
+// 500 InternalFailure (the cause is logged with the request id, never sent).
+// Unknown members are ignored. SageMaker timestamps are epoch seconds (int or
+// float accepted); CloudWatch Logs timestamps are epoch milliseconds.
+// Constraint violations are reported as AWS reports them: "1 validation
+// error detected: Value 'x' at 'trainingJobName' failed to satisfy
+// constraint: ...", joined with "; " when there are several. SageMaker
+// reports them as ValidationException, CloudWatch Logs as
+// InvalidParameterException.
+//
+// # sagebox extensions and limits
+//
+//   - A channel's S3DataSource.S3Uri may also be a file:///absolute/path URI
+//     naming data already on the machine.
+//   - CreateTrainingJob needs the script to run: a sagemaker_program
+//     hyperparameter (JSON-encoded as the SageMaker SDK sends it, or raw) or
+//     SAGEMAKER_PROGRAM in Environment.
+//   - InstanceCount is at most Config.MaxInstanceCount (default 16):
+//     ResourceLimitExceeded beyond. Heterogeneous clusters (InstanceGroups)
+//     and FileSystemDataSource channels are rejected.
+//   - MetricDefinitions regexes must compile as Go (RE2) regular expressions.
+//   - FilterLogEvents supports unstructured-text filter patterns: terms,
+//     quoted phrases, ?term (OR), -term (NOT) and %regex%; JSON and
+//     space-delimited patterns are rejected (see logstore.Pattern).
+//   - Training job names are unique ignoring case, as their lower-cased ARNs
+//     are.
+package controlplane

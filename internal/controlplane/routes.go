@@ -1,0 +1,20 @@
+package controlplane
+
+// routes returns the operation table: X-Amz-Target → operation. Adding an
+// operation is one line here plus its typed handler method.
+func (h *Handler) routes() map[string]opFunc {
+	return map[string]opFunc{
+		sageMakerPrefix + "CreateTrainingJob":   op(h.createTrainingJob),
+		sageMakerPrefix + "DescribeTrainingJob": op(h.describeTrainingJob),
+		sageMakerPrefix + "ListTrainingJobs":    op(h.listTrainingJobs),
+		sageMakerPrefix + "StopTrainingJob":     op(h.stopTrainingJob),
+
+		logsPrefix + "CreateLogGroup":     op(h.createLogGroup),
+		logsPrefix + "CreateLogStream":    op(h.createLogStream),
+		logsPrefix + "DescribeLogGroups":  op(h.describeLogGroups),
+		logsPrefix + "DescribeLogStreams": op(h.describeLogStreams),
+		logsPrefix + "FilterLogEvents":    op(h.filterLogEvents),
+		logsPrefix + "GetLogEvents":       op(h.getLogEvents),
+		logsPrefix + "PutLogEvents":       op(h.putLogEvents),
+	}
+}
