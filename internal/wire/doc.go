@@ -29,6 +29,7 @@
 //	0x02 LOAD    front end → worker. JSON {"model_dir": str, "program": str
 //	             (SAGEMAKER_PROGRAM, default "inference.py"), "gpu_id": int
 //	             (-1 on CPU), "batch_size": int, "worker_id": int,
+//	             "workers": int (pool size, to size CPU thread pools),
 //	             "server_name": "sagebox", "server_version": str,
 //	             "default_accept": str}
 //	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}

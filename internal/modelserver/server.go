@@ -1,0 +1,355 @@
+// Package modelserver is sagebox's inference server: the SageMaker
+// container contract (GET /ping, POST /invocations) in front of a pool of
+// Python worker processes that run the user's handlers.
+//
+// Requests wait in one bounded queue (internal/batch), from which each
+// worker's goroutine takes dynamic batches and sends each batch to its
+// process as one INFER frame over a Unix socket (internal/wire). A worker
+// that crashes or times out fails only the batch it holds and is restarted
+// with backoff. /ping is healthy only once every worker has loaded the
+// model.
+//
+// A Server is used either by `sagebox model-server` or embedded in-process
+// by an endpoint: New, then serve Handler, then Start, then Shutdown.
+package modelserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sagebox/sagebox/internal/archive"
+	"github.com/sagebox/sagebox/internal/batch"
+	"github.com/sagebox/sagebox/internal/pyruntime"
+)
+
+// Server is one model behind the SageMaker inference contract.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	queue   *batch.Queue[*call]
+	metrics *metrics
+
+	// ctx is the workers' lifetime: cancelled when Shutdown stops them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	calls    sync.Pool // *call
+	bodies   sync.Pool // *[]byte
+	nextID   atomic.Uint64
+	pending  atomic.Int64 // invocations accepted and not yet answered
+	loaded   atomic.Int32 // workers with the model loaded
+	stopping atomic.Bool
+
+	resultFrameLimit int
+
+	// Set by Start before workers run; read-only afterwards.
+	modelDir    string
+	python      string
+	workerEnv   []string
+	workerCount int
+	sockDir     string
+	extractDir  string
+
+	// startMu is held by Start for its whole run, so Shutdown can wait
+	// for it rather than race with it.
+	startMu sync.Mutex
+
+	mu      sync.Mutex
+	phase   string
+	err     error // a Start failure
+	workers []*worker
+	changed chan struct{} // closed and replaced on every health change
+}
+
+// Phases of a server, as Health reports them.
+const (
+	PhaseNew       = "new"
+	PhasePreparing = "preparing"
+	PhaseRunning   = "running"
+	PhaseFailed    = "failed"
+	PhaseStopping  = "stopping"
+	PhaseStopped   = "stopped"
+)
+
+// New checks cfg and returns a Server that is not yet running. Its Handler
+// can be served at once: /ping answers 503 until the model has loaded.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:     cfg,
+		logger:  logger.With("system", "modelserver"),
+		ctx:     ctx,
+		cancel:  cancel,
+		phase:   PhaseNew,
+		changed: make(chan struct{}),
+		queue: batch.New[*call](batch.Config{
+			Capacity:  cfg.QueueSize,
+			BatchSize: cfg.BatchSize,
+			MaxDelay:  cfg.MaxBatchDelay,
+		}),
+	}
+	// A RESULT may carry larger bodies than requests (JSON of a tensor is
+	// bigger than its input); allow 4× the payload limit per request.
+	perItem := max(cfg.MaxPayload, DefaultMaxPayload) * 4
+	s.resultFrameLimit = math.MaxUint32
+	if perItem < (math.MaxUint32-(1<<20))/int64(cfg.BatchSize) {
+		s.resultFrameLimit = int(perItem*int64(cfg.BatchSize) + 1<<20)
+	}
+	s.metrics = newMetrics(
+		func() float64 { return float64(s.queue.Len()) },
+		func() float64 { return float64(s.loaded.Load()) },
+		cfg.BatchSize)
+	s.calls.New = func() any { return newCall() }
+	return s, nil
+}
+
+// Config returns the server's configuration with defaults applied.
+func (s *Server) Config() Config { return s.cfg }
+
+// Start prepares the model (extracts ModelData, installs
+// code/requirements.txt), finds the interpreter and starts the workers. It
+// returns once the worker processes are starting; Ready and WaitReady say
+// when they have loaded the model. ctx bounds the preparation only; the
+// workers run until Shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	s.mu.Lock()
+	if s.phase != PhaseNew {
+		s.mu.Unlock()
+		return fmt.Errorf("start model server: already %s", s.phase)
+	}
+	s.phase = PhasePreparing
+	s.mu.Unlock()
+	s.healthChanged()
+
+	err := s.prepare(ctx)
+	s.mu.Lock()
+	if err == nil && s.stopping.Load() {
+		err = errors.New("start model server: shut down while starting")
+	}
+	if err != nil {
+		s.phase, s.err = PhaseFailed, err
+		s.mu.Unlock()
+		s.removeTemp()
+		s.healthChanged()
+		return err
+	}
+	s.phase = PhaseRunning
+	for _, w := range s.workers {
+		s.wg.Go(func() { w.run(s.ctx) })
+	}
+	s.mu.Unlock()
+	s.healthChanged()
+	return nil
+}
+
+// prepare does everything before the workers start.
+func (s *Server) prepare(ctx context.Context) error {
+	cfg := &s.cfg
+	cacheDir := cfg.CacheDir
+	if cacheDir == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			d = os.TempDir()
+		}
+		cacheDir = filepath.Join(d, "sagebox")
+	}
+
+	s.modelDir = cfg.ModelDir
+	if cfg.ModelData != "" {
+		if err := os.MkdirAll(filepath.Join(cacheDir, "models"), 0o755); err != nil {
+			return fmt.Errorf("create model cache: %w", err)
+		}
+		dir, err := os.MkdirTemp(filepath.Join(cacheDir, "models"), "model-")
+		if err != nil {
+			return fmt.Errorf("create model dir: %w", err)
+		}
+		s.extractDir = dir
+		s.logger.Info("extracting model", "model_data", cfg.ModelData, "dir", dir)
+		if err := archive.ExtractFile(ctx, cfg.ModelData, dir); err != nil {
+			return fmt.Errorf("extract %s: %w", cfg.ModelData, err)
+		}
+		s.modelDir = dir
+	}
+	abs, err := filepath.Abs(s.modelDir)
+	if err != nil {
+		return fmt.Errorf("resolve model dir: %w", err)
+	}
+	s.modelDir = abs
+	if st, err := os.Stat(s.modelDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("model directory %s: not a directory", s.modelDir)
+	}
+
+	getenv := envLookup(cfg.Env)
+	s.python = cfg.Python
+	if s.python == "" {
+		py, err := pyruntime.Find(ctx, getenv)
+		if err != nil {
+			return fmt.Errorf("find python: %w", err)
+		}
+		s.logger.Info("using python", "python", py.Path, "chosen_by", py.Source)
+		s.python = py.Path
+	}
+	runtimeDir := cfg.RuntimeDir
+	if runtimeDir == "" {
+		runtimeDir, err = pyruntime.Unpack(filepath.Join(cacheDir, "runtime"))
+		if err != nil {
+			return fmt.Errorf("unpack python runtime: %w", err)
+		}
+	}
+	req := filepath.Join(s.modelDir, "code", "requirements.txt")
+	if _, err := os.Stat(req); err == nil {
+		s.logger.Info("installing requirements", "file", req)
+		out := &linePump{logger: s.logger, stream: "pip"}
+		py, err := pyruntime.InstallRequirements(ctx, s.python, req, filepath.Join(cacheDir, "venvs"), out)
+		out.flush()
+		if err != nil {
+			return fmt.Errorf("install %s: %w", req, err)
+		}
+		s.python = py
+	}
+
+	base := cfg.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	env := make([]string, 0, len(base)+3)
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "PYTHONPATH=") && !strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"PYTHONPATH="+pyruntime.PythonPath(getenv("PYTHONPATH"), runtimeDir, filepath.Join(s.modelDir, "code")),
+		"PYTHONUNBUFFERED=1")
+	s.workerEnv = env
+
+	gpus := cfg.GPUs
+	if gpus < 0 {
+		gpus = CountGPUs(ctx, getenv)
+	}
+	n := cfg.Workers
+	if n == 0 {
+		n = gpus
+		if n == 0 {
+			n = runtime.NumCPU()
+		}
+	}
+	// Socket paths must stay under ~100 bytes, so they live in a short
+	// temporary directory rather than under the cache.
+	s.sockDir, err = os.MkdirTemp("", "sagebox-ms-")
+	if err != nil {
+		return fmt.Errorf("create socket dir: %w", err)
+	}
+	s.workerCount = n
+	s.mu.Lock()
+	for i := range n {
+		gpu := -1
+		if gpus > 0 {
+			gpu = i % gpus
+		}
+		s.workers = append(s.workers, &worker{
+			id: i, gpu: gpu, srv: s, state: WorkerStarting,
+			logger: s.logger.With("worker", i),
+		})
+	}
+	s.mu.Unlock()
+	s.logger.Info("starting workers", "workers", n, "gpus", gpus, "model_dir", s.modelDir,
+		"batch_size", cfg.BatchSize, "max_batch_delay", cfg.MaxBatchDelay)
+	return nil
+}
+
+// envLookup returns a getenv over env, or os.Getenv when env is nil.
+func envLookup(env []string) func(string) string {
+	if env == nil {
+		return os.Getenv
+	}
+	return func(key string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+// Shutdown stops accepting invocations, waits until those already accepted
+// (queued or in a worker) are answered or ctx ends, then stops the workers
+// and removes temporary files. Invocations still unanswered when ctx ends
+// get a 503. It returns ctx's error when the drain was cut short.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopping.Store(true)
+	s.startMu.Lock() // a Start in progress finishes first
+	defer s.startMu.Unlock()
+	s.mu.Lock()
+	if s.phase == PhaseStopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.phase = PhaseStopping
+	s.mu.Unlock()
+	s.healthChanged()
+	s.queue.Close()
+
+	var drainErr error
+	tick := time.NewTicker(5 * time.Millisecond)
+	for s.pending.Load() > 0 && drainErr == nil {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			drainErr = fmt.Errorf("shutdown: %d invocations unanswered: %w", s.pending.Load(), ctx.Err())
+		}
+	}
+	tick.Stop()
+
+	s.cancel()
+	// Whatever is still queued will not reach a worker.
+	for {
+		calls, err := s.queue.Next(context.Background(), nil)
+		if err != nil {
+			break
+		}
+		for _, c := range calls {
+			c.err = errorf(503, TypeUnavailable, "the model server shut down before a worker took this request")
+			c.done <- struct{}{}
+		}
+	}
+	s.wg.Wait()
+	s.removeTemp()
+	s.mu.Lock()
+	s.phase = PhaseStopped
+	s.mu.Unlock()
+	s.healthChanged()
+	s.logger.Info("model server stopped")
+	return drainErr
+}
+
+// removeTemp removes the socket directory and an extracted model.
+func (s *Server) removeTemp() {
+	if s.sockDir != "" {
+		os.RemoveAll(s.sockDir)
+	}
+	if s.extractDir != "" {
+		os.RemoveAll(s.extractDir)
+	}
+}

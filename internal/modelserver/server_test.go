@@ -1,0 +1,635 @@
+package modelserver
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestInvocationEcho(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	r := ts.invoke(t, `[[1,2,3]]`, "Accept", "text/csv", "X-Amzn-SageMaker-Custom-Attributes", "trace=1")
+	if r.code != 200 || r.body != `[[1,2,3]]` {
+		t.Fatalf("got %d %q", r.code, r.body)
+	}
+	checks := map[string]string{
+		"Content-Type":                       "text/csv",
+		"X-Request-Content-Type":             "application/json",
+		"X-Amzn-Sagemaker-Custom-Attributes": "echo:trace=1",
+		"X-Batch-Size":                       "1",
+		"Content-Length":                     "9",
+	}
+	for k, want := range checks {
+		if got := r.header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	// No Accept: the worker applies default_accept from LOAD.
+	r = ts.invoke(t, `1`)
+	if r.header.Get("X-Request-Accept") != "" || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("accept %q, content type %q", r.header.Get("X-Request-Accept"), r.header.Get("Content-Type"))
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	tests := []struct {
+		method, path string
+		code         int
+		errType      string
+	}{
+		{"GET", "/ping", 200, ""},
+		{"HEAD", "/ping", 200, ""},
+		{"POST", "/ping", 405, TypeMethodNotAllowed},
+		{"GET", "/invocations", 405, TypeMethodNotAllowed},
+		{"POST", "/invocations", 200, ""},
+		{"POST", "/models/model/invoke", 200, ""},
+		{"GET", "/models/model/invoke", 405, TypeMethodNotAllowed},
+		{"POST", "/models/other/invoke", 404, TypeNotFound},
+		{"GET", "/nope", 404, TypeNotFound},
+		{"POST", "/invocations/extra", 404, TypeNotFound},
+		{"GET", "/_sagebox/metrics", 200, ""},
+		{"GET", "/_sagebox/health", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			r := ts.do(t, tt.method, tt.path, "x")
+			if r.code != tt.code {
+				t.Fatalf("code %d, want %d (%s)", r.code, tt.code, r.body)
+			}
+			if tt.errType != "" {
+				e := r.errorBody(t)
+				if e.Type != tt.errType || e.Code != tt.code || e.Message == "" {
+					t.Fatalf("error body %+v", e)
+				}
+				if r.header.Get("Content-Type") != "application/json" {
+					t.Fatalf("content type %q", r.header.Get("Content-Type"))
+				}
+			}
+			if tt.code == 405 && r.header.Get("Allow") == "" {
+				t.Fatal("405 without Allow")
+			}
+		})
+	}
+}
+
+func TestPingBeforeAndAfterLoad(t *testing.T) {
+	ts := startTestServer(t, testOptions{workers: 2, env: []string{"FAKE_LOAD_DELAY=400ms"}, noWait: true})
+	r := ts.do(t, "GET", "/ping", "")
+	if r.code != 503 || !strings.Contains(r.body, `"Unhealthy"`) {
+		t.Fatalf("ping while loading: %d %s", r.code, r.body)
+	}
+	if ts.Ready() {
+		t.Fatal("Ready while loading")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = ts.do(t, "GET", "/ping", "")
+	if r.code != 200 || strings.TrimSpace(r.body) != `{"status":"Healthy"}` {
+		t.Fatalf("ping after load: %d %s", r.code, r.body)
+	}
+	if n := len(ts.loads(t)); n != 2 {
+		t.Fatalf("%d loads, want 2 (one per worker)", n)
+	}
+}
+
+func TestPingBeforeStart(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ModelDir = t.TempDir()
+	srv, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/ping", nil))
+	if rec.Code != 503 {
+		t.Fatalf("ping before Start: %d", rec.Code)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatusPassThrough(t *testing.T) {
+	for _, withTB := range []bool{false, true} {
+		t.Run(fmt.Sprintf("traceback=%v", withTB), func(t *testing.T) {
+			ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.IncludeTraceback = withTB }})
+			for _, code := range []int{400, 406, 415, 500, 507} {
+				r := ts.invoke(t, "status:"+strconv.Itoa(code))
+				if r.code != code {
+					t.Fatalf("code %d, want %d", r.code, code)
+				}
+				e := r.errorBody(t)
+				if e.Code != code || e.Type != "TestError" || e.Message != "forced "+strconv.Itoa(code) {
+					t.Fatalf("body %+v", e)
+				}
+				if (e.Traceback != "") != withTB {
+					t.Fatalf("traceback %q with IncludeTraceback=%v", e.Traceback, withTB)
+				}
+			}
+			if !strings.Contains(ts.logText(), "TestError: forced 500") {
+				t.Error("traceback not logged")
+			}
+		})
+	}
+}
+
+func TestPayloadLimit(t *testing.T) {
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.MaxPayload = 100 }})
+	tests := []struct {
+		name    string
+		size    int
+		chunked bool
+		code    int
+	}{
+		{"at limit", 100, false, 200},
+		{"over limit", 101, false, 413},
+		{"chunked at limit", 100, true, 200},
+		{"chunked over limit", 5000, true, 413},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(strings.Repeat("a", tt.size))
+			if tt.chunked {
+				body = io.MultiReader(body) // hides the length
+			}
+			req, _ := http.NewRequest("POST", ts.http.URL+"/invocations", body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.code {
+				t.Fatalf("code %d, want %d: %s", resp.StatusCode, tt.code, b)
+			}
+			if tt.code == 413 && !strings.Contains(string(b), "exceeds the limit of 100 bytes") {
+				t.Fatalf("413 body %s", b)
+			}
+		})
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.QueueSize = 2 }})
+	var wg sync.WaitGroup
+	codes := make(chan int, 3)
+	// One request occupies the worker, two fill the queue.
+	wg.Go(func() { codes <- ts.invoke(t, "sleep:500ms").code })
+	eventually(t, "worker busy", func() bool { return ts.queue.Len() == 0 && ts.pending.Load() == 1 })
+	for range 2 {
+		wg.Go(func() { codes <- ts.invoke(t, "x").code })
+	}
+	eventually(t, "queue full", func() bool { return ts.queue.Len() == 2 })
+	r := ts.invoke(t, "x")
+	if r.code != 503 {
+		t.Fatalf("code %d, want 503", r.code)
+	}
+	e := r.errorBody(t)
+	if e.Type != TypeQueueFull || e.Message != "model queue is full (2 waiting); retry later or raise SAGEBOX_QUEUE_SIZE" {
+		t.Fatalf("body %+v", e)
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("queued request got %d", c)
+		}
+	}
+}
+
+func TestWorkerCrashFailsOnlyItsBatch(t *testing.T) {
+	tests := []struct {
+		body string
+		want string
+	}{
+		{"crash", "exited with code 3"},
+		{"oom", "SIGKILL (exit 137)"},
+		{"sigterm", "killed by signal SIGTERM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.body, func(t *testing.T) {
+			ts := startTestServer(t, testOptions{workers: 2})
+			// A request on the other worker keeps going while one crashes.
+			slow := make(chan response, 1)
+			go func() { slow <- ts.invoke(t, "sleep:300ms") }()
+			eventually(t, "slow request taken", func() bool { return ts.queue.Len() == 0 && ts.pending.Load() == 1 })
+			r := ts.invoke(t, tt.body)
+			if r.code != 502 {
+				t.Fatalf("code %d, want 502: %s", r.code, r.body)
+			}
+			e := r.errorBody(t)
+			if e.Type != TypeWorkerDied || !strings.Contains(e.Message, tt.want) || !strings.Contains(e.Message, "being restarted") {
+				t.Fatalf("message %q, want it to contain %q", e.Message, tt.want)
+			}
+			if tt.body == "crash" && !strings.Contains(e.Message, "boom") {
+				t.Fatalf("message %q lacks the stderr tail", e.Message)
+			}
+			if s := <-slow; s.code != 200 {
+				t.Fatalf("request on the healthy worker got %d: %s", s.code, s.body)
+			}
+			eventually(t, "restart", func() bool { return ts.Ready() && len(ts.loads(t)) == 3 })
+			for range 4 {
+				if r := ts.invoke(t, "ok"); r.code != 200 {
+					t.Fatalf("after restart: %d %s", r.code, r.body)
+				}
+			}
+			h := ts.Health()
+			if h.Workers[0].Restarts+h.Workers[1].Restarts != 1 {
+				t.Fatalf("restarts %+v", h.Workers)
+			}
+		})
+	}
+}
+
+func TestWorkerTimeout(t *testing.T) {
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.RequestTimeout = 300 * time.Millisecond }})
+	start := time.Now()
+	r := ts.invoke(t, "hang")
+	if r.code != 504 {
+		t.Fatalf("code %d, want 504: %s", r.code, r.body)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("timeout took %s", d)
+	}
+	e := r.errorBody(t)
+	if e.Message != "worker 0 timed out after 300ms (SAGEMAKER_MODEL_SERVER_TIMEOUT); it was killed and is being restarted" {
+		t.Fatalf("message %q", e.Message)
+	}
+	if r := ts.invoke(t, "ok"); r.code != 200 {
+		t.Fatalf("after restart: %d %s", r.code, r.body)
+	}
+}
+
+func TestWorkerDiesWhileIdle(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	pid := ts.Health().Workers[0].PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "restart", func() bool {
+		h := ts.Health()
+		return h.Ready && h.Workers[0].PID != pid
+	})
+	if r := ts.invoke(t, "ok"); r.code != 200 {
+		t.Fatalf("after idle death: %d %s", r.code, r.body)
+	}
+}
+
+func TestLoadFailure(t *testing.T) {
+	ts := startTestServer(t, testOptions{env: []string{"FAKE_LOAD=fail"}, noWait: true,
+		mutate: func(c *Config) {
+			c.RestartBackoff = 50 * time.Millisecond
+			c.RestartBackoffMax = 200 * time.Millisecond
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := ts.WaitReady(ctx)
+	if err == nil || !strings.Contains(err.Error(), "FileNotFoundError: model.pt not found") {
+		t.Fatalf("WaitReady = %v", err)
+	}
+	r := ts.do(t, "GET", "/ping", "")
+	if r.code != 500 || !strings.Contains(r.body, "model.pt not found") {
+		t.Fatalf("ping: %d %s", r.code, r.body)
+	}
+	r = ts.invoke(t, "x")
+	if r.code != 503 || !strings.Contains(r.body, "model.pt not found") {
+		t.Fatalf("invoke: %d %s", r.code, r.body)
+	}
+	// Backoff: 0, 50, 100, 200, 200 ms... about 6 attempts in a second,
+	// not hundreds.
+	time.Sleep(time.Second)
+	n := len(ts.loads(t))
+	if n < 3 || n > 10 {
+		t.Fatalf("%d load attempts in ~1s; backoff not applied", n)
+	}
+	if !strings.Contains(ts.logText(), "Traceback (most recent call last)") {
+		t.Error("load traceback not logged")
+	}
+}
+
+func TestLoadRecoversAfterFailures(t *testing.T) {
+	ts := startTestServer(t, testOptions{env: []string{"FAKE_LOAD_FAIL_UNTIL=3"}, noWait: true})
+	eventually(t, "ready", ts.Ready)
+	if n := len(ts.loads(t)); n != 3 {
+		t.Fatalf("%d loads, want 3", n)
+	}
+	if r := ts.do(t, "GET", "/ping", ""); r.code != 200 {
+		t.Fatalf("ping %d", r.code)
+	}
+}
+
+func TestStartupFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		env  string
+		want string
+	}{
+		{"exit before connecting", "FAKE_LOAD=exit", "exited with code 1 while connecting; last stderr lines:\nImportError: No module named 'inference'"},
+		{"crash while loading", "FAKE_LOAD=crash", "exited with code 4 while loading the model; last stderr lines:\nSegmentation fault in model_fn"},
+		{"startup timeout", "FAKE_LOAD=hang", "did not finish loading the model within the startup timeout of 300ms (SAGEMAKER_STARTUP_TIMEOUT)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := startTestServer(t, testOptions{env: []string{tt.env}, noWait: true,
+				mutate: func(c *Config) { c.StartupTimeout = 300 * time.Millisecond }})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := ts.WaitReady(ctx)
+			var le *LoadError
+			if !errors.As(err, &le) || le.Worker != 0 || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("WaitReady = %v\nwant a *LoadError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBatchArrivesAsOneFrame(t *testing.T) {
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) {
+		c.BatchSize = 4
+		c.MaxBatchDelay = 2 * time.Second
+	}})
+	var wg sync.WaitGroup
+	results := make(chan response, 4)
+	for i := range 4 {
+		wg.Go(func() { results <- ts.invoke(t, "req"+strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if r.code != 200 || r.header.Get("X-Batch-Size") != "4" {
+			t.Fatalf("got %d batch size %q", r.code, r.header.Get("X-Batch-Size"))
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(ts.state, "batches.log"))
+	if strings.TrimSpace(string(b)) != "4" {
+		t.Fatalf("batches.log = %q, want one batch of 4", b)
+	}
+	// A lone request waits for the delay, then goes alone.
+	start := time.Now()
+	ts.invoke(t, "alone")
+	if d := time.Since(start); d < 2*time.Second {
+		t.Fatalf("lone request returned after %s, before the batch delay", d)
+	}
+}
+
+func TestBatchMixedOutcomes(t *testing.T) {
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) {
+		c.BatchSize = 3
+		c.MaxBatchDelay = 2 * time.Second
+	}})
+	bodies := []string{"ok", "status:415", "ok2"}
+	want := map[string]int{"ok": 200, "status:415": 415, "ok2": 200}
+	var wg sync.WaitGroup
+	for _, b := range bodies {
+		wg.Go(func() {
+			if r := ts.invoke(t, b); r.code != want[b] {
+				t.Errorf("%s: code %d", b, r.code)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestConcurrentRequestsOverWorkers(t *testing.T) {
+	ts := startTestServer(t, testOptions{workers: 3, mutate: func(c *Config) { c.QueueSize = 200 }})
+	var mu sync.Mutex
+	pids := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Go(func() {
+			body := "sleep:5ms"
+			if i%2 == 0 {
+				body = fmt.Sprintf("payload-%d", i)
+			}
+			r := ts.invoke(t, body)
+			if r.code != 200 || r.body != body {
+				t.Errorf("request %d: %d %q", i, r.code, r.body)
+				return
+			}
+			mu.Lock()
+			pids[r.header.Get("X-Worker-Pid")]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(pids) < 2 {
+		t.Fatalf("all requests went to %v; want several workers", pids)
+	}
+}
+
+func TestDrainOnShutdown(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	var wg sync.WaitGroup
+	codes := make(chan int, 3)
+	for range 3 {
+		wg.Go(func() { codes <- ts.invoke(t, "sleep:200ms").code })
+	}
+	// One request in the worker, two queued.
+	eventually(t, "requests accepted", func() bool { return ts.pending.Load() == 3 && ts.queue.Len() == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ts.Shutdown(ctx) }()
+	eventually(t, "stopping", func() bool { return ts.Health().Phase == PhaseStopping })
+	if r := ts.invoke(t, "late"); r.code != 503 || !strings.Contains(r.body, "shutting down") {
+		t.Fatalf("request during shutdown: %d %s", r.code, r.body)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Fatalf("in-flight request got %d during drain", c)
+		}
+	}
+	if r := ts.do(t, "GET", "/ping", ""); r.code != 503 {
+		t.Fatalf("ping after shutdown: %d", r.code)
+	}
+	ts.checkReaped(t)
+}
+
+func TestShutdownGraceExpires(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	got := make(chan response, 2)
+	go func() { got <- ts.invoke(t, "hang") }()
+	eventually(t, "hang in worker", func() bool { return ts.pending.Load() == 1 && ts.queue.Len() == 0 })
+	go func() { got <- ts.invoke(t, "queued") }()
+	eventually(t, "queued", func() bool { return ts.queue.Len() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := ts.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want deadline exceeded", err)
+	}
+	for range 2 {
+		r := <-got
+		if r.code != 503 || !strings.Contains(r.body, "shut down") {
+			t.Fatalf("unanswered request: %d %s", r.code, r.body)
+		}
+	}
+}
+
+func TestClientGoneLeavesQueue(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	go ts.invoke(t, "sleep:300ms")
+	eventually(t, "worker busy", func() bool { return ts.pending.Load() == 1 && ts.queue.Len() == 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/invocations", strings.NewReader("gone"))
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, "queued", func() bool { return ts.queue.Len() == 1 })
+	cancel()
+	eventually(t, "removed", func() bool { return ts.queue.Len() == 0 })
+}
+
+func TestGPUAssignmentAndWorkerEnv(t *testing.T) {
+	tests := []struct {
+		gpus int
+		want []int
+	}{
+		{0, []int{-1, -1, -1}},
+		{2, []int{0, 1, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d GPUs", tt.gpus), func(t *testing.T) {
+			ts := startTestServer(t, testOptions{workers: 3, mutate: func(c *Config) {
+				c.GPUs = tt.gpus
+				c.Program = "serve.py"
+				c.DefaultAccept = "text/csv"
+			}})
+			got := make([]int, 3)
+			for _, r := range ts.loads(t) {
+				got[r.Load.WorkerID] = r.Load.GPUID
+				if r.Cwd != ts.modelDir || r.Load.ModelDir != ts.modelDir {
+					t.Errorf("cwd %s, model_dir %s; want %s", r.Cwd, r.Load.ModelDir, ts.modelDir)
+				}
+				wantPP := ts.cfg.RuntimeDir + ":" + filepath.Join(ts.modelDir, "code") + ":/existing"
+				if r.PythonPath != wantPP {
+					t.Errorf("PYTHONPATH %q, want %q", r.PythonPath, wantPP)
+				}
+				if !slices.Equal(r.Args[:4], []string{"-m", "sagebox_runtime", "worker", "--socket"}) {
+					t.Errorf("args %q", r.Args)
+				}
+				if r.Load.Program != "serve.py" || r.Load.DefaultAccept != "text/csv" || r.Load.ServerName != "sagebox" || r.Load.BatchSize != 1 {
+					t.Errorf("LOAD %+v", r.Load)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("gpu ids %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestModelData(t *testing.T) {
+	dir := t.TempDir()
+	tarball := filepath.Join(dir, "model.tar.gz")
+	writeTarGz(t, tarball, map[string]string{"model.pt": "weights", "code/inference.py": "# user code\n"})
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) {
+		c.ModelDir = ""
+		c.ModelData = tarball
+	}})
+	b, err := os.ReadFile(filepath.Join(ts.modelDir, "model.pt"))
+	if err != nil || string(b) != "weights" {
+		t.Fatalf("extracted model.pt: %q, %v", b, err)
+	}
+	if ts.loads(t)[0].Load.ModelDir != ts.modelDir {
+		t.Fatal("LOAD does not name the extracted dir")
+	}
+	if err := ts.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ts.modelDir); !os.IsNotExist(err) {
+		t.Fatalf("extracted model dir left behind: %v", err)
+	}
+}
+
+func writeTarGz(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	for name, content := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(content))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	ts.invoke(t, "ok")
+	ts.invoke(t, "status:415")
+	r := ts.do(t, "GET", "/_sagebox/metrics", "")
+	for _, want := range []string{
+		`sagebox_model_requests_total{code="200"} 1`,
+		`sagebox_model_requests_total{code="415"} 1`,
+		`sagebox_model_batch_size_count 2`,
+		`sagebox_model_queue_seconds_count 2`,
+		`sagebox_model_worker_seconds_count 2`,
+		`sagebox_model_handler_seconds_count 2`,
+		`sagebox_model_queue_depth 0`,
+		`sagebox_model_workers_loaded 1`,
+		`sagebox_model_worker_restarts_total 0`,
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"no model", func(c *Config) { c.ModelDir = "" }, "model directory or a model.tar.gz is required"},
+		{"both", func(c *Config) { c.ModelData = "m.tar.gz" }, "not both"},
+		{"negative workers", func(c *Config) { c.Workers = -1 }, "workers must be"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ModelDir = "/m"
+			tt.mutate(&cfg)
+			if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
