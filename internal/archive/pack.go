@@ -21,11 +21,19 @@ import (
 // under 1% in ratio against a single deflate stream.
 const gzipBlockSize = 1 << 20
 
+// gzipLevel is klauspost/compress's level 7, not its default 6: levels 1-6
+// give up on data that looks incompressible, and float32 weights look
+// like that, although gzip -6's Huffman stage still saves ~10% on them.
+// Level 7 matches `gzip -6` in size on model files and text alike, and with
+// parallel blocks is still several times faster than `tar czf`.
+const gzipLevel = 7
+
 // NewGzipWriter returns a gzip writer that compresses blocks on all cores
-// (github.com/klauspost/pgzip: standard gzip output, one member, readable by
-// tar, Python's tarfile and gzip -d). Close it to finish the stream.
+// (github.com/klauspost/pgzip over klauspost/compress's deflate: standard
+// gzip output, one member, readable by tar, Python's tarfile and gzip -d).
+// Close it to finish the stream.
 func NewGzipWriter(w io.Writer) (io.WriteCloser, error) {
-	zw, err := pgzip.NewWriterLevel(w, pgzip.DefaultCompression)
+	zw, err := pgzip.NewWriterLevel(w, gzipLevel)
 	if err != nil {
 		return nil, fmt.Errorf("start gzip: %w", err)
 	}

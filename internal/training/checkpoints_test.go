@@ -1,0 +1,72 @@
+package training
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sagebox/sagebox"
+)
+
+func TestCheckpointSync(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.putObject("ck/run1/old.pt", []byte("restored"))
+	spec, err := newJobSpec(newTestJob("ck", map[string]string{"sagemaker_program": `"train.py"`}, withHosts(2), func(j *sagebox.TrainingJob) {
+		j.CheckpointConfig = &sagebox.CheckpointConfig{S3Uri: "s3://bkt/ck/run1"}
+	}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jr := newJobRun(e.runner, "ck")
+	jr.spec = spec
+	jr.setupHosts(ctx, newTestJob("ck", nil))
+	for _, h := range jr.hosts {
+		if err := h.info.ws.create(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := jr.downloadCheckpoints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range jr.hosts {
+		b, err := os.ReadFile(filepath.Join(h.info.ws.checkpointDir(), "old.pt"))
+		if err != nil || string(b) != "restored" {
+			t.Fatalf("%s: restored checkpoint = %q, %v", h.info.name, b, err)
+		}
+		src, _ := e.store.FilePath(ctx, "bkt", "ck/run1/old.pt")
+		a, _ := os.Stat(src)
+		c, _ := os.Stat(filepath.Join(h.info.ws.checkpointDir(), "old.pt"))
+		if os.SameFile(a, c) {
+			t.Error("a restored checkpoint must be a copy, not a hard link")
+		}
+	}
+	h1 := jr.hosts[0].info.ws.checkpointDir()
+	os.WriteFile(filepath.Join(h1, "epoch-1.pt"), []byte("e1"), 0o644)
+	os.MkdirAll(filepath.Join(h1, "sub"), 0o755)
+	os.WriteFile(filepath.Join(h1, "sub", "x.pt"), []byte("x"), 0o644)
+	if err := jr.syncCheckpoints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if string(e.getObject("ck/run1/epoch-1.pt")) != "e1" || string(e.getObject("ck/run1/sub/x.pt")) != "x" {
+		t.Fatal("new checkpoints not uploaded")
+	}
+	first, _ := e.store.Stat(ctx, "bkt", "ck/run1/epoch-1.pt")
+	oldInfo, _ := e.store.Stat(ctx, "bkt", "ck/run1/old.pt")
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(filepath.Join(h1, "sub", "x.pt"), []byte("x2"), 0o644)
+	if err := jr.syncCheckpoints(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if string(e.getObject("ck/run1/sub/x.pt")) != "x2" {
+		t.Error("a changed checkpoint was not uploaded again")
+	}
+	if again, _ := e.store.Stat(ctx, "bkt", "ck/run1/epoch-1.pt"); !again.LastModified.Equal(first.LastModified) || again.ETag != first.ETag {
+		t.Error("an unchanged checkpoint was uploaded again")
+	}
+	if again, _ := e.store.Stat(ctx, "bkt", "ck/run1/old.pt"); !again.LastModified.Equal(oldInfo.LastModified) {
+		t.Error("a restored, unchanged checkpoint was uploaded back")
+	}
+}

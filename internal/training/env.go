@@ -1,0 +1,255 @@
+package training
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sagebox/sagebox/internal/pyruntime"
+)
+
+// hostInfo is what differs between the hosts of one job.
+type hostInfo struct {
+	index   int // 0-based rank in spec.hosts
+	name    string
+	ws      workspace
+	numGPUs int
+	// cudaDevices, when set, becomes CUDA_VISIBLE_DEVICES: the machine's
+	// GPUs are split between the simulated hosts.
+	cudaDevices string
+}
+
+// platformEnv is what the runner adds to every host's environment.
+type platformEnv struct {
+	base         []string // the server's environment, filtered by baseEnv
+	endpoint     string   // sagebox's URL, for boto3 in scripts
+	masterPort   int
+	runtimeDir   string // embedded Python runtime, on PYTHONPATH after code/
+	torchVersion string
+	numCPUs      int
+}
+
+// baseEnv filters environ (KEY=VALUE entries) down to what a job inherits:
+// not the server's own AWS credentials and endpoints, and nothing the
+// toolkit or a launcher sets itself.
+func baseEnv(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !inherited(k) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func inherited(k string) bool {
+	switch k {
+	case "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "S3_ENDPOINT_URL":
+		return false
+	}
+	for _, p := range [...]string{"AWS_", "SM_", "SAGEMAKER_", "TRAINING_JOB_", "TORCHELASTIC_", "PET_", "OMPI_"} {
+		if strings.HasPrefix(k, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// envVars computes the full environment of one host's process, in layers:
+// the inherited environment; the platform's (AWS endpoint and dummy
+// credentials, job name and ARN); the job's Environment; then what the
+// SageMaker training toolkit and the PyTorch container set (every SM_*
+// variable, contract section 2.2, and 2.3), which wins.
+func (s *jobSpec) envVars(h hostInfo, cf configFiles, p platformEnv) map[string]string {
+	env := map[string]string{}
+	for _, kv := range p.base {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+
+	// Platform layer.
+	if p.endpoint != "" {
+		env["AWS_ENDPOINT_URL"] = p.endpoint
+		env["AWS_ENDPOINT_URL_S3"] = p.endpoint
+		env["S3_ENDPOINT_URL"] = p.endpoint
+		env["AWS_ACCESS_KEY_ID"] = "sagebox"
+		env["AWS_SECRET_ACCESS_KEY"] = "sagebox"
+	}
+	if s.region != "" {
+		env["AWS_REGION"] = s.region
+		env["AWS_DEFAULT_REGION"] = s.region
+	}
+	env["TRAINING_JOB_NAME"] = s.name
+	env["TRAINING_JOB_ARN"] = s.arn
+	env["SAGEMAKER_TRAINING_MODULE"] = dlcTrainingModule
+	env["NCCL_SOCKET_IFNAME"] = networkInterfaceName
+	env["NCCL_IB_DISABLE"] = "1"
+	env["NCCL_DEBUG"] = "WARN"
+	env["GLOO_SOCKET_IFNAME"] = networkInterfaceName
+	if s.dist == distTorch {
+		env["NCCL_PROTO"] = "simple"
+	}
+	if h.cudaDevices != "" {
+		env["CUDA_VISIBLE_DEVICES"] = h.cudaDevices
+	}
+
+	// The job's Environment.
+	for k, v := range s.environment {
+		env[k] = v
+	}
+
+	// Toolkit layer.
+	for k, v := range s.smVars(h, cf, p, env["SAGEMAKER_TRAINING_MODULE"]) {
+		env[k] = v
+	}
+	env["SAGEMAKER_BASE_DIR"] = h.ws.root
+	env["CURRENT_HOST"] = h.name
+	env["SAGEMAKER_JOB_NAME"] = s.sagemakerJob
+	env["SAGEMAKER_REGION"] = s.region
+	// The hosts algo-1..N are all this machine. SM_HOSTS, resourceconfig
+	// and SM_CURRENT_HOST keep the algo-N names (scripts use them for
+	// ranks), but names are not what scripts should connect to: they do
+	// not resolve unless the user maps them in /etc/hosts. glibc's
+	// HOSTALIASES cannot help (it aliases a name to another name, and only
+	// for DNS lookups), so MASTER_ADDR is 127.0.0.1 and MASTER_PORT is 7777
+	// or, when that is taken, a free port chosen per job. The network
+	// interface is "lo" for the same reason (NCCL/Gloo bind to it).
+	env["MASTER_ADDR"] = "127.0.0.1"
+	env["MASTER_PORT"] = strconv.Itoa(p.masterPort)
+	if p.torchVersion != "" {
+		env["SM_DLC_TORCH_VERSION"] = p.torchVersion
+	}
+	env["PYTHONPATH"] = pyruntime.PythonPath(env["PYTHONPATH"], h.ws.codeDir(), p.runtimeDir)
+	env["PYTHONUNBUFFERED"] = "1"
+	return env
+}
+
+// environList turns env into a sorted KEY=VALUE list for exec.
+func environList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// smVars are the toolkit's SM_* variables (TK environment.py to_env_vars):
+// name "SM_" + upper(key) with hyphens kept, strings raw, None empty, the
+// rest compact JSON with sorted keys.
+func (s *jobSpec) smVars(h hostInfo, cf configFiles, p platformEnv, frameworkModule string) map[string]string {
+	te := s.trainingEnv(h, cf, p, frameworkModule)
+	out := map[string]string{}
+	for _, k := range []string{
+		"hosts", "current_host", "current_instance_type", "current_instance_group",
+		"current_instance_group_hosts", "instance_groups", "instance_groups_dict",
+		"distribution_instance_groups", "is_hetero", "network_interface_name",
+		"num_gpus", "num_cpus", "num_neurons", "model_dir", "input_dir", "input_config_dir",
+		"output_dir", "output_data_dir", "output_intermediate_dir", "user_entry_point",
+		"module_name", "module_dir", "log_level", "framework_module", "resource_config",
+		"input_data_config",
+	} {
+		v, _ := te.get(k)
+		out["SM_"+strings.ToUpper(k)] = v.envString()
+	}
+	chans, _ := te.get("channel_input_dirs")
+	names := append([]string(nil), chans.keys...)
+	sort.Strings(names)
+	out["SM_CHANNELS"] = pyStrings(names).jsonDumps()
+	for i, c := range chans.keys {
+		out["SM_CHANNEL_"+strings.ToUpper(c)] = chans.vals[i].envString()
+	}
+	out["SM_HPS"] = s.userHPs.jsonDumps()
+	for i, k := range s.userHPs.keys {
+		out["SM_HP_"+strings.ToUpper(k)] = s.userHPs.vals[i].envString()
+	}
+	out["SM_USER_ARGS"] = pyStrings(toCmdArgs(s.userHPs)).jsonDumps()
+	out["SM_FRAMEWORK_PARAMS"] = s.framework.jsonDumps()
+	out["SM_TRAINING_ENV"] = te.jsonDumps()
+	return out
+}
+
+// trainingEnv is SM_TRAINING_ENV: every property of the toolkit's
+// Environment object.
+func (s *jobSpec) trainingEnv(h hostInfo, cf configFiles, p platformEnv, frameworkModule string) pyValue {
+	ws := h.ws
+	hosts := pyStrings(s.hosts)
+	distHosts, distGroups := pyL(), pyL()
+	if s.distributed {
+		distHosts, distGroups = hosts, pyStrings([]string{instanceGroupName})
+	}
+	if v, ok := s.hps.get("sagemaker_distribution_instance_groups"); ok && v.kind == pyList {
+		distGroups = v
+		if len(v.list) > 0 {
+			distHosts = hosts
+		}
+	}
+	master := s.hosts[0]
+	if len(distHosts.list) > 0 {
+		master = distHosts.list[0].s
+	}
+	chans := map[string]pyValue{}
+	for _, c := range s.channels {
+		chans[c.name] = pyS(ws.channelDir(c.name))
+	}
+	moduleDir := s.submitDir
+	if moduleDir == "" {
+		moduleDir = ws.codeDir()
+	}
+	fm := pyNull()
+	if frameworkModule != "" {
+		fm = pyS(frameworkModule)
+	}
+	parse := func(b []byte) pyValue {
+		v, err := parsePyJSON(string(b))
+		if err != nil {
+			return pyValue{kind: pyDict}
+		}
+		return v
+	}
+	return pyDictOf(map[string]pyValue{
+		"additional_framework_parameters": s.framework,
+		"channel_input_dirs":              pyDictOf(chans),
+		"current_host":                    pyS(h.name),
+		"current_instance_group":          pyS(instanceGroupName),
+		"current_instance_group_hosts":    hosts,
+		"current_instance_type":           pyS(s.instanceType),
+		"distribution_hosts":              distHosts,
+		"distribution_instance_groups":    distGroups,
+		"framework_module":                fm,
+		"hosts":                           hosts,
+		"hyperparameters":                 s.userHPs,
+		"input_config_dir":                pyS(ws.configDir()),
+		"input_data_config":               parse(cf.inputData),
+		"input_dir":                       pyS(ws.inputDir()),
+		"instance_groups":                 pyStrings([]string{instanceGroupName}),
+		"instance_groups_dict": pyDictOf(map[string]pyValue{instanceGroupName: pyDictOf(map[string]pyValue{
+			"hosts":               hosts,
+			"instance_group_name": pyS(instanceGroupName),
+			"instance_type":       pyS(s.instanceType),
+		})}),
+		"is_hetero":                pyB(false),
+		"is_master":                pyB(h.name == master),
+		"is_modelparallel_enabled": pyB(s.modelPar),
+		"is_smddpmprun_installed":  pyB(false),
+		"is_smddprun_installed":    pyB(false),
+		"job_name":                 pyS(s.name),
+		"log_level":                s.logLevel,
+		"master_hostname":          pyS(master),
+		"model_dir":                pyS(ws.modelDir()),
+		"module_dir":               pyS(moduleDir),
+		"module_name":              pyS(s.moduleName),
+		"network_interface_name":   pyS(networkInterfaceName),
+		"num_cpus":                 pyI(p.numCPUs),
+		"num_gpus":                 pyI(h.numGPUs),
+		"num_neurons":              pyI(0),
+		"output_data_dir":          pyS(ws.outputDataDir()),
+		"output_dir":               pyS(ws.outputDir()),
+		"output_intermediate_dir":  pyS(ws.intermediateDir()),
+		"resource_config":          parse(cf.resource),
+		"topology":                 pyNull(),
+		"user_entry_point":         pyS(s.entry),
+	})
+}

@@ -1,0 +1,342 @@
+package training
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sagebox/sagebox"
+)
+
+// jobRun is one job while this runner supervises it.
+type jobRun struct {
+	r    *Runner
+	name string
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	stopReason string // SecondaryStopped or SecondaryMaxRuntimeExceeded, once requested
+	stopCh     chan struct{}
+	cancelPrep context.CancelFunc
+	wake       chan struct{}
+
+	spec          *jobSpec
+	hosts         []*hostRun
+	metrics       *metricMatcher
+	trainingStart time.Time
+	ckpts         []*checkpointTarget
+	ckptsDone     bool
+}
+
+func newJobRun(r *Runner, name string) *jobRun {
+	return &jobRun{
+		r: r, name: name, log: r.log.With("job", name),
+		stopCh: make(chan struct{}), wake: make(chan struct{}, 1),
+		metrics: &metricMatcher{},
+	}
+}
+
+// requestStop stops the job for reason; the first request wins.
+func (jr *jobRun) requestStop(reason string) {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	if jr.stopReason != "" {
+		return
+	}
+	jr.stopReason = reason
+	close(jr.stopCh)
+	if jr.cancelPrep != nil {
+		jr.cancelPrep()
+	}
+}
+
+func (jr *jobRun) stopRequested() string {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	return jr.stopReason
+}
+
+// poke wakes the supervise loop early (a shim exited).
+func (jr *jobRun) poke() {
+	select {
+	case jr.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runFromStart runs a job from staging to its end.
+func (jr *jobRun) runFromStart(ctx context.Context) {
+	job, err := jr.r.jobs.TrainingJob(ctx, jr.name)
+	if err != nil {
+		jr.abort(ctx, fmt.Errorf("load job: %w", err))
+		return
+	}
+	if job.TrainingJobStatus == sagebox.StatusStopping {
+		jr.requestStop(stopReasonOf(job))
+	}
+	if err := jr.init(job); err != nil {
+		jr.end(ctx, failedOutcome(failureReason(err), false))
+		return
+	}
+	job, err = jr.r.transition(ctx, jr.name, sagebox.SecondaryDownloading, msgDownloading, func(j *sagebox.TrainingJob) {
+		if j.TrainingStartTime == nil {
+			j.TrainingStartTime = sagebox.NewTime(jr.r.now())
+		}
+	})
+	if err != nil {
+		jr.abort(ctx, err)
+		return
+	}
+	jr.setupHosts(ctx, job)
+	// Staging and pip stop as soon as the job is stopped.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jr.mu.Lock()
+	jr.cancelPrep = cancel
+	if jr.stopReason != "" {
+		cancel()
+	}
+	jr.mu.Unlock()
+	if err := jr.prepare(sctx); err != nil {
+		jr.failBeforeLaunch(ctx, err)
+		return
+	}
+	job, err = jr.r.transition(ctx, jr.name, sagebox.SecondaryTraining, msgTraining, nil)
+	if err != nil {
+		jr.abort(ctx, err)
+		return
+	}
+	jr.trainingStart = trainingStartOf(job, jr.r.now())
+	python, kind, err := jr.install(sctx)
+	if err == nil {
+		err = jr.launchAll(sctx, python, kind)
+	}
+	if err != nil {
+		jr.failBeforeLaunch(ctx, err)
+		return
+	}
+	if o, ok := jr.supervise(ctx); ok {
+		jr.end(ctx, o)
+	}
+}
+
+// init decodes the job and compiles its metric definitions.
+func (jr *jobRun) init(job *sagebox.TrainingJob) error {
+	spec, err := newJobSpec(job, jr.r.cfg.Region)
+	if err != nil {
+		return err
+	}
+	jr.spec = spec
+	m, bad := compileMetrics(spec.metrics)
+	jr.metrics = m
+	for _, b := range bad {
+		jr.log.Warn("metric definition skipped", "detail", b)
+	}
+	return nil
+}
+
+// failBeforeLaunch ends a job whose processes never all started.
+func (jr *jobRun) failBeforeLaunch(ctx context.Context, err error) {
+	launched := false
+	for _, h := range jr.hosts {
+		launched = launched || h.launched
+	}
+	if launched {
+		// Some hosts run already: let supervise stop them and fail the job.
+		for _, h := range jr.hosts {
+			if !h.launched && !h.done {
+				h.done, h.failure = true, failureReason(err)
+				h.exit = exitStatus{ExitCode: 1, EndedAt: time.Time{}}
+			}
+		}
+		if o, ok := jr.supervise(ctx); ok {
+			jr.end(ctx, o)
+		}
+		return
+	}
+	switch {
+	case jr.stopRequested() != "":
+		jr.end(ctx, stoppedOutcome(jr.stopRequested(), false, jr.maxRuntime()))
+	case ctx.Err() != nil:
+		return // the runner is closing; Recover starts the job again
+	default:
+		jr.log.Info("job failed before launch", "err", err)
+		jr.end(ctx, failedOutcome(failureReason(err), false))
+	}
+}
+
+// abort handles an error that prevents even recording a failure.
+func (jr *jobRun) abort(ctx context.Context, err error) {
+	switch {
+	case ctx.Err() != nil, errors.Is(err, errTerminal):
+		return
+	}
+	jr.log.Error("training job aborted", "err", err)
+	_, ferr := jr.r.finalize(context.WithoutCancel(ctx), jr.name, failedOutcome(failureReason(err), false), nil)
+	if ferr != nil && !errors.Is(ferr, errTerminal) {
+		jr.log.Error("could not record the failure", "err", ferr)
+	}
+}
+
+func (jr *jobRun) maxRuntime() time.Duration {
+	if jr.spec == nil {
+		return 0
+	}
+	return jr.spec.maxRuntime
+}
+
+// setupHosts computes each host's paths and log stream (no disk access
+// beyond reading saved tail state).
+func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
+	s := jr.spec
+	start := jr.r.now()
+	if job.TrainingStartTime != nil {
+		start = job.TrainingStartTime.Time
+	}
+	total, _ := jr.r.probe(ctx)
+	jr.hosts = nil
+	for i, name := range s.hosts {
+		info := hostInfo{index: i, name: name, ws: workspace{root: filepath.Join(jr.r.jobDir(jr.name), name)}}
+		info.numGPUs, info.cudaDevices = gpuShare(total, i, len(s.hosts))
+		h := &hostRun{
+			info:     info,
+			stateDir: filepath.Join(jr.r.stateDir(jr.name), name),
+			stream:   fmt.Sprintf("%s/%s-%d", jr.name, name, start.Unix()),
+			log:      jr.log.With("host", name),
+		}
+		h.tail = &tailer{logPath: h.path(fileOutput), statePath: h.path(fileTail)}
+		jr.hosts = append(jr.hosts, h)
+	}
+}
+
+// gpuShare splits the machine's GPUs between the simulated hosts: n hosts
+// on one machine must not all claim every GPU. One host sees them all.
+func gpuShare(total, host, n int) (count int, visible string) {
+	if total == 0 || n <= 1 {
+		return total, ""
+	}
+	per := total / n
+	if per == 0 {
+		return 1, strconv.Itoa(host % total)
+	}
+	ids := make([]string, per)
+	for i := range ids {
+		ids[i] = strconv.Itoa(host*per + i)
+	}
+	return per, strings.Join(ids, ",")
+}
+
+// prepare builds every host's workspace and state directory: config files,
+// channels, source directory, checkpoints. A stop cancels it.
+func (jr *jobRun) prepare(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := jr.spec
+	if err := os.RemoveAll(jr.r.stateDir(jr.name)); err != nil {
+		return fmt.Errorf("clear job state: %w", err)
+	}
+	var names []string
+	for _, c := range s.channels {
+		names = append(names, c.name)
+	}
+	for _, h := range jr.hosts {
+		if err := h.info.ws.create(names); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(h.stateDir, 0o755); err != nil {
+			return fmt.Errorf("create state dir: %w", err)
+		}
+		h.tail.st = tailState{}
+		cf, err := s.configFiles(h.info.name)
+		if err != nil {
+			return err
+		}
+		if err := cf.write(h.info.ws); err != nil {
+			return err
+		}
+	}
+	for _, c := range s.channels {
+		if err := jr.stageChannel(ctx, c); err != nil {
+			return err
+		}
+	}
+	for _, h := range jr.hosts {
+		if err := jr.r.stageSourceDir(ctx, s, h.info.ws); err != nil {
+			return err
+		}
+	}
+	return jr.downloadCheckpoints(ctx)
+}
+
+func (jr *jobRun) stageChannel(ctx context.Context, c channelSpec) error {
+	t0 := time.Now()
+	plan, err := jr.r.planChannel(ctx, c)
+	if err != nil {
+		return err
+	}
+	if strings.EqualFold(c.compression, "Gzip") {
+		jr.note(ctx, jr.hosts, "channel %s: CompressionType Gzip applies to Pipe mode; objects are staged as stored", c.name)
+	}
+	for _, h := range jr.hosts {
+		objs := plan.share(h.info.index, len(jr.hosts))
+		linked, err := jr.r.stage(ctx, plan, objs, h.info.ws.channelDir(c.name))
+		if err != nil {
+			return err
+		}
+		how := "copied"
+		if linked == len(objs) && linked > 0 {
+			how = "hard-linked"
+		} else if linked > 0 {
+			how = fmt.Sprintf("%d hard-linked, %d copied", linked, len(objs)-linked)
+		}
+		jr.note(ctx, []*hostRun{h}, "channel %s: %d files %s from %s (%s)", c.name, len(objs), how, c.uri, time.Since(t0).Round(time.Millisecond))
+		h.log.Info("channel staged", "channel", c.name, "files", len(objs), "linked", linked, "elapsed", time.Since(t0))
+	}
+	return nil
+}
+
+// launchAll starts every host's process through the shim.
+func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) error {
+	_, torchVer := jr.r.probe(ctx)
+	port := freePort()
+	base := baseEnv(jr.r.environ())
+	for _, h := range jr.hosts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		argv, passive, err := jr.spec.command(kind, python, h.info, port, h.stateDir)
+		if err != nil {
+			return err
+		}
+		if passive {
+			h.rec = launchRecord{Passive: true, StartedAt: jr.r.now()}
+			h.launched = true
+			if err := writeJSONAtomic(h.path(fileShim), h.rec); err != nil {
+				return err
+			}
+			jr.note(ctx, []*hostRun{h}, "%s is an MPI worker: mpirun on %s starts its processes", h.info.name, jr.spec.hosts[0])
+			continue
+		}
+		cf, err := jr.spec.configFiles(h.info.name)
+		if err != nil {
+			return err
+		}
+		env := jr.spec.envVars(h.info, cf, platformEnv{
+			base: base, endpoint: jr.r.cfg.SagemakerEndpoint, masterPort: port,
+			runtimeDir: jr.r.cfg.RuntimeDir, torchVersion: torchVer, numCPUs: numCPUs(),
+		})
+		if err := jr.r.startShim(h, argv, environList(env), jr.poke); err != nil {
+			return err
+		}
+		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", shellJoin(argv))
+	}
+	return nil
+}

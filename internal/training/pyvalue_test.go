@@ -1,0 +1,120 @@
+package training
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// The expected strings below were produced by CPython 3.11: argv is the
+// toolkit's _decode/dict rule over json.loads(raw) (or raw when that fails),
+// env is str for strings, "" for None, else json.dumps(v, sort_keys=True,
+// separators=(",", ":"), ensure_ascii=True).
+func TestHyperparameterEncoding(t *testing.T) {
+	tests := []struct {
+		raw, argv, env string
+	}{
+		{"10", "10", "10"},
+		{"0.001", "0.001", "0.001"},
+		{"1e-05", "1e-05", "1e-05"},
+		{`"adam"`, "adam", "adam"},
+		{"true", "True", "true"},
+		{"false", "False", "false"},
+		{"[64, 32]", "[64, 32]", "[64,32]"},
+		{`{"b": 2, "a": "x"}`, "a=x,b=2", `{"a":"x","b":2}`},
+		{"null", "", ""},
+		{"1e16", "1e+16", "1e+16"},
+		{"1e15", "1000000000000000.0", "1000000000000000.0"},
+		{"123456789012345678901234567890", "123456789012345678901234567890", "123456789012345678901234567890"},
+		{"-0", "0", "0"},
+		{"1.0", "1.0", "1.0"},
+		{"0.1", "0.1", "0.1"},
+		{"1e400", "inf", "Infinity"},
+		{"NaN", "nan", "NaN"},
+		{"-Infinity", "-inf", "-Infinity"},
+		{`[1.5, "it's", {"z": [true, null]}, "a\"b'c"]`, `[1.5, "it's", {'z': [True, None]}, 'a"b\'c']`, `[1.5,"it's",{"z":[true,null]},"a\"b'c"]`},
+		{"3.14159", "3.14159", "3.14159"},
+		{"2.5e-7", "2.5e-07", "2.5e-07"},
+		{"100000000000000000.0", "1e+17", "1e+17"},
+		{"not json", "not json", "not json"},
+		{`{"k": 1, "k": 2, "j": 0}`, "j=0,k=2", `{"j":0,"k":2}`},
+		{"[1e22, 1.7976931348623157e308, 5e-324, 0.30000000000000004]", "[1e+22, 1.7976931348623157e+308, 5e-324, 0.30000000000000004]", "[1e+22,1.7976931348623157e+308,5e-324,0.30000000000000004]"},
+		{" 7 ", "7", "7"},
+		{"01", "01", "01"},
+		{"1.", "1.", "1."},
+		{"", "", ""},
+		{`["héllo", "\u2028", "\u007f", "tab\t", "\ud83d\ude00", "\u00a0", "q'\"", "back\\slash"]`,
+			`['héllo', '\u2028', '\x7f', 'tab\t', '😀', '\xa0', 'q\'"', 'back\\slash']`,
+			`["h\u00e9llo","\u2028","\u007f","tab\t","\ud83d\ude00","\u00a0","q'\"","back\\slash"]`},
+		{`{"cfg": {"y": 1, "x": [2.0, -0.0]}, "a": 1}`, `a=1,cfg={'y': 1, 'x': [2.0, -0.0]}`, `{"a":1,"cfg":{"x":[2.0,-0.0],"y":1}}`},
+		{`{"n": null, "t": true, "s": "v w"}`, "n=None,s=v w,t=True", `{"n":null,"s":"v w","t":true}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			v := decodeHyperparameter(tt.raw)
+			if got := argValue(v); got != tt.argv {
+				t.Errorf("argv value = %q, want %q", got, tt.argv)
+			}
+			if got := v.envString(); got != tt.env {
+				t.Errorf("env value = %q, want %q", got, tt.env)
+			}
+		})
+	}
+}
+
+func TestPyFloatRepr(t *testing.T) {
+	tests := []struct {
+		f    float64
+		want string
+	}{
+		{0.001, "0.001"}, {1e-05, "1e-05"}, {0.0001, "0.0001"}, {1e-4, "0.0001"},
+		{1e16, "1e+16"}, {1e15, "1000000000000000.0"}, {123456789.0, "123456789.0"},
+		{1.5e-7, "1.5e-07"}, {-2.5, "-2.5"}, {0, "0.0"}, {math.Copysign(0, -1), "-0.0"},
+		{1e100, "1e+100"}, {1.0 / 3, "0.3333333333333333"}, {6.666666666666666e+19, "6.666666666666666e+19"},
+		{math.Inf(1), "inf"}, {math.NaN(), "nan"}, {5e-324, "5e-324"}, {12345.678, "12345.678"},
+	}
+	for _, tt := range tests {
+		if got := pyFloatRepr(tt.f); got != tt.want {
+			t.Errorf("pyFloatRepr(%v) = %q, want %q", tt.f, got, tt.want)
+		}
+	}
+}
+
+// The worked example of contract section 3.2, SDK-encoded.
+func TestToCmdArgsReferenceExample(t *testing.T) {
+	hps := map[string]string{
+		"epochs": "10", "lr": "0.001", "use-cuda": "true", "opt": `"adam"`,
+		"layers": "[64, 32]", "cfg": `{"b": 2, "a": "x"}`, "x": "null", "b": "false",
+	}
+	spec, err := newJobSpec(jobWithHPs(hps), "us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := toCmdArgs(spec.userHPs)
+	want := []string{"-b", "False", "--cfg", "a=x,b=2", "--epochs", "10", "--layers", "[64, 32]", "--lr", "0.001", "--opt", "adam", "--use-cuda", "True", "-x", ""}
+	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		t.Fatalf("argv = %q\nwant   %q", got, want)
+	}
+	if s := shellJoin(got); s != "-b False --cfg a=x,b=2 --epochs 10 --layers '[64, 32]' --lr 0.001 --opt adam --use-cuda True -x ''" {
+		t.Errorf("shell form = %s", s)
+	}
+}
+
+func TestParsePyJSONErrors(t *testing.T) {
+	for _, s := range []string{"", "{", "[1,]", "{'a': 1}", `"\x"`, "tru", `{"a" 1}`, "1 2", "\"a\nb\"", "-", "[1e]"} {
+		if _, err := parsePyJSON(s); err == nil {
+			t.Errorf("parsePyJSON(%q) succeeded, want an error", s)
+		}
+	}
+}
+
+func TestTruthy(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"true": true, "false": false, "0": false, "1": true, "0.0": false, `""`: false, `"x"`: true,
+		"[]": false, "{}": false, "null": false, "True": true, "-0": false, "0.5": true,
+	} {
+		if got := decodeHyperparameter(raw).truthy(); got != want {
+			t.Errorf("truthy(%s) = %v, want %v", raw, got, want)
+		}
+	}
+}

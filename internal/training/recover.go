@@ -1,0 +1,151 @@
+package training
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/sagebox/sagebox"
+)
+
+// Recover runs at server start. For every job left InProgress or
+// Stopping it decides, from the job's status and the files in its state
+// directory:
+//
+//   - Starting/Downloading (or Training before any process started):
+//     stage again from scratch (or end Stopped if it is being stopped);
+//   - Uploading: redo the uploads and finish with the recorded outcome;
+//   - Training/Stopping with processes: for each host, a shim that is
+//     still alive (/proc/<pid> exists, is not a zombie, and its command
+//     line names the host's state directory) is re-adopted: tailing
+//     resumes at the saved offset, the MaxRuntime deadline is kept, and a
+//     Stopping job's stop is re-issued; a host whose shim is gone but left
+//     exit.json is finished normally; a host gone without an exit status
+//     fails the job with "InternalServerError: sagebox server restarted and
+//     the job's process (pid N) was gone without an exit status".
+//
+// No job stays InProgress forever. Recover returns once every job is
+// being handled; the work goes on in the background.
+func (r *Runner) Recover(ctx context.Context) error {
+	jobs, err := r.jobs.TrainingJobsWithStatus(ctx, sagebox.StatusInProgress, sagebox.StatusStopping)
+	if err != nil {
+		return fmt.Errorf("recover training jobs: %w", err)
+	}
+	var errs []error
+	for _, job := range jobs {
+		name := job.TrainingJobName
+		err := r.start(name, func(ctx context.Context, jr *jobRun) { jr.resume(ctx) })
+		if err != nil && !errors.Is(err, ErrJobActive) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resume takes over a job this runner did not start.
+func (jr *jobRun) resume(ctx context.Context) {
+	job, err := jr.r.jobs.TrainingJob(ctx, jr.name)
+	if err != nil {
+		jr.abort(ctx, fmt.Errorf("load job: %w", err))
+		return
+	}
+	if sagebox.Terminal(job.TrainingJobStatus) {
+		return
+	}
+	if job.TrainingJobStatus == sagebox.StatusStopping {
+		jr.requestStop(stopReasonOf(job))
+	}
+	if err := jr.init(job); err != nil {
+		jr.end(ctx, failedOutcome(failureReason(err), false))
+		return
+	}
+	jr.log.Info("recovering training job", "status", job.TrainingJobStatus, "secondary", job.SecondaryStatus)
+	jr.setupHosts(ctx, job)
+	jr.trainingStart = trainingStartOf(job, jr.r.now())
+
+	switch job.SecondaryStatus {
+	case sagebox.SecondaryStarting, sagebox.SecondaryDownloading, "", "Pending":
+		jr.restage(ctx)
+		return
+	case sagebox.SecondaryUploading:
+		var o outcome
+		if err := readJSON(filepath.Join(jr.r.stateDir(jr.name), fileOutcome), &o); err != nil {
+			o = failedOutcome("InternalServerError: sagebox server restarted while uploading and the job's outcome was lost", true)
+		}
+		jr.loadHostState()
+		jr.end(ctx, o)
+		return
+	}
+
+	if !jr.loadHostState() {
+		jr.restage(ctx) // nothing was started yet
+		return
+	}
+	for _, h := range jr.hosts {
+		switch {
+		case !h.launched:
+			h.done = true
+			h.failure = "InternalServerError: sagebox server restarted before the job's process on " + h.info.name + " was started"
+		case h.rec.Passive:
+		case h.shimRunning():
+			h.log.Info("re-adopted running process", "pid", h.rec.ShimPID, "offset", h.tail.st.Offset)
+		}
+	}
+	if o, ok := jr.supervise(ctx); ok {
+		jr.end(ctx, o)
+	}
+}
+
+// restage starts the job over from staging, or ends it Stopped if it is
+// being stopped.
+func (jr *jobRun) restage(ctx context.Context) {
+	if reason := jr.stopRequested(); reason != "" {
+		jr.end(ctx, stoppedOutcome(reason, false, jr.maxRuntime()))
+		return
+	}
+	jr.runFromStart(ctx)
+}
+
+// loadHostState reads each host's launch record and tail state and
+// reports whether any host was launched.
+func (jr *jobRun) loadHostState() bool {
+	any := false
+	for _, h := range jr.hosts {
+		if t, err := openTailer(h.stateDir); err == nil {
+			h.tail = t
+		} else {
+			h.log.Warn("unreadable tail state; the log restarts from the beginning", "err", err)
+		}
+		if err := readJSON(h.path(fileShim), &h.rec); err == nil {
+			h.launched = true
+			any = true
+		}
+	}
+	return any
+}
+
+// stopReasonOf tells a MaxRuntime stop from a StopTrainingJob.
+func stopReasonOf(job *sagebox.TrainingJob) string {
+	if job.SecondaryStatus == sagebox.SecondaryMaxRuntimeExceeded {
+		return sagebox.SecondaryMaxRuntimeExceeded
+	}
+	for _, t := range job.SecondaryStatusTransitions {
+		if t.Status == sagebox.SecondaryMaxRuntimeExceeded {
+			return sagebox.SecondaryMaxRuntimeExceeded
+		}
+	}
+	return sagebox.SecondaryStopped
+}
+
+// trainingStartOf is when the job entered Training (the MaxRuntime clock).
+func trainingStartOf(job *sagebox.TrainingJob, fallback time.Time) time.Time {
+	for i := len(job.SecondaryStatusTransitions) - 1; i >= 0; i-- {
+		t := job.SecondaryStatusTransitions[i]
+		if t.Status == sagebox.SecondaryTraining && t.StartTime != nil {
+			return t.StartTime.Time
+		}
+	}
+	return fallback
+}
