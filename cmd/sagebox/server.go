@@ -197,11 +197,15 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	}, db, objects, logs, logger)
 
 	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID}, db, logs, runner, logger)
-	s3h := s3api.New(objects, s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger})
+	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}
 	var auth router.Authenticator
 	if len(creds) > 0 {
-		auth = sigv4Authenticator{sigv4.NewVerifier(creds, time.Now)}
+		v := sigv4.NewVerifier(creds, time.Now)
+		auth = sigv4Authenticator{v}
+		// S3 verifies again itself so it can check aws-chunked chunk signatures.
+		s3cfg.Verifier = v
 	}
+	s3h := s3api.New(objects, s3cfg)
 	handler := router.New(router.Routes{JSON: cp, S3: s3h}, auth, logger)
 
 	srv := &http.Server{
