@@ -13,8 +13,8 @@ import (
 
 func TestUnpackIsStableAndAtomic(t *testing.T) {
 	fsys := fstest.MapFS{
-		"sagebox_runtime/__init__.py": {Data: []byte("X = 1\n")},
-		"sagebox_runtime/__main__.py": {Data: []byte("print('hi')\n")},
+		"sagebox_runtime/__init__.py":       {Data: []byte("X = 1\n")},
+		"sagebox_runtime/__main__.py":       {Data: []byte("print('hi')\n")},
 		"sagebox_runtime/__pycache__/x.pyc": {Data: []byte("junk")},
 	}
 	root := t.TempDir()
