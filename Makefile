@@ -7,7 +7,7 @@ BIN := bin/sagebox
 # /usr/bin/python3; libopenblas0-pthread keeps it from falling back to the
 # (14x slower) reference BLAS.
 DEB_PACKAGES := python3 python3-venv python3-pip python3-torch python3-numpy libopenblas0-pthread \
-	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn
+	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn libnss-wrapper
 
 .PHONY: help deps build demo test test-go test-python vet bench clean
 

@@ -27,6 +27,8 @@ type platformEnv struct {
 	runtimeDir   string // embedded Python runtime, on PYTHONPATH after code/
 	torchVersion string
 	numCPUs      int
+	nssWrapper   string // libnss_wrapper.so, when installed (hostnames.go)
+	hostsFile    string // this host's hosts file for nss_wrapper
 }
 
 // baseEnv filters environ (KEY=VALUE entries) down to what a job inherits:
@@ -108,15 +110,15 @@ func (s *jobSpec) envVars(h hostInfo, cf configFiles, p platformEnv) map[string]
 	env["CURRENT_HOST"] = h.name
 	env["SAGEMAKER_JOB_NAME"] = s.sagemakerJob
 	env["SAGEMAKER_REGION"] = s.region
-	// The hosts algo-1..N are all this machine. SM_HOSTS, resourceconfig
-	// and SM_CURRENT_HOST keep the algo-N names (scripts use them for
-	// ranks), but names are not what scripts should connect to: they do
-	// not resolve unless the user maps them in /etc/hosts. glibc's
-	// HOSTALIASES cannot help (it aliases a name to another name, and only
-	// for DNS lookups), so MASTER_ADDR is 127.0.0.1 and MASTER_PORT is 7777
-	// or, when that is taken, a free port chosen per job. The network
-	// interface is "lo" for the same reason (NCCL/Gloo bind to it).
+	// The hosts algo-1..N are all this machine. With nss_wrapper their
+	// names resolve to loopback (hostnames.go) and MASTER_ADDR is the
+	// master's name, as on SageMaker; without it MASTER_ADDR is 127.0.0.1.
+	// MASTER_PORT is 7777 or, when that is taken, a free port chosen per
+	// job. The network interface is "lo" (NCCL/Gloo bind to it).
 	env["MASTER_ADDR"] = "127.0.0.1"
+	if resolveHostNames(env, p.nssWrapper, p.hostsFile) && len(s.hosts) > 0 {
+		env["MASTER_ADDR"] = s.hosts[0]
+	}
 	env["MASTER_PORT"] = strconv.Itoa(p.masterPort)
 	if p.torchVersion != "" {
 		env["SM_DLC_TORCH_VERSION"] = p.torchVersion

@@ -308,6 +308,13 @@ func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) 
 	_, torchVer := jr.r.probe(ctx)
 	port := freePort()
 	base := baseEnv(jr.r.environ())
+	// Only scripts that run once per host and find each other by name need
+	// the names to resolve; torchrun and mpirun rendezvous on 127.0.0.1, and
+	// torch's c10d store cannot start its server under nss_wrapper.
+	nssWrapper := ""
+	if jr.spec.dist == distNone && len(jr.spec.hosts) > 1 {
+		nssWrapper = findNSSWrapper()
+	}
 	for _, h := range jr.hosts {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -329,9 +336,16 @@ func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) 
 		if err != nil {
 			return err
 		}
+		hostsFile := ""
+		if nssWrapper != "" {
+			if hostsFile, err = writeHostsFile(h.stateDir, jr.spec.hosts); err != nil {
+				return fmt.Errorf("write hosts file: %w", err)
+			}
+		}
 		env := jr.spec.envVars(h.info, cf, platformEnv{
 			base: base, endpoint: jr.r.cfg.SagemakerEndpoint, masterPort: port,
 			runtimeDir: jr.r.cfg.RuntimeDir, torchVersion: torchVer, numCPUs: numCPUs(),
+			nssWrapper: nssWrapper, hostsFile: hostsFile,
 		})
 		if err := jr.r.startShim(h, argv, environList(env), jr.poke); err != nil {
 			return err
