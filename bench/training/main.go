@@ -210,7 +210,7 @@ func timeCmd(name string, args ...string) (time.Duration, error) {
 const overheadScript = `import os, torch
 x = torch.randn(64, 64)
 print("loss=%.4f" % (x @ x).mean().item())
-open(os.path.join(os.environ.get("SM_MODEL_DIR", "."), "out.txt"), "w").write("ok")
+open(os.path.join(os.environ.get("SM_MODEL_DIR", os.path.dirname(__file__)), "out.txt"), "w").write("ok")
 `
 
 func (b *bench) overhead(ctx context.Context, reps int) (row, error) {
@@ -221,7 +221,7 @@ func (b *bench) overhead(ctx context.Context, reps int) (row, error) {
 	script := filepath.Join(b.work, "src-overhead", "train.py")
 	var direct, job []time.Duration
 	for i := 0; i < reps; i++ {
-		d, err := timeCmd(b.python, script)
+		d, err := timeCmd(b.python, script) // SM_MODEL_DIR unset: writes out.txt beside the script
 		if err != nil {
 			return row{}, err
 		}
