@@ -65,8 +65,15 @@ type logFollower struct {
 	tokens map[string]*string
 }
 
-// poll prints new events of every stream and reports whether any arrived.
-func (f *logFollower) poll(ctx context.Context, out io.Writer, before func()) (bool, error) {
+// line is one thing to print: a log event or a status transition.
+type line struct {
+	at   time.Time
+	text string
+	err  bool // status lines go to stderr
+}
+
+// poll returns the new events of every stream.
+func (f *logFollower) poll(ctx context.Context) ([]line, error) {
 	var streams []string
 	var next *string
 	for {
@@ -77,9 +84,9 @@ func (f *logFollower) poll(ctx context.Context, out io.Writer, before func()) (b
 		})
 		if err != nil {
 			if strings.Contains(err.Error(), "ResourceNotFound") {
-				return false, nil // no log group yet
+				return nil, nil // no log group yet
 			}
-			return false, err
+			return nil, err
 		}
 		for _, s := range resp.LogStreams {
 			streams = append(streams, aws.ToString(s.LogStreamName))
@@ -90,7 +97,7 @@ func (f *logFollower) poll(ctx context.Context, out io.Writer, before func()) (b
 		next = resp.NextToken
 	}
 	sort.Strings(streams)
-	got := false
+	var lines []line
 	for _, s := range streams {
 		for {
 			resp, err := f.c.logs.GetLogEvents(ctx, &cloudwatchlogs.GetLogEventsInput{
@@ -100,16 +107,12 @@ func (f *logFollower) poll(ctx context.Context, out io.Writer, before func()) (b
 				NextToken:     f.tokens[s],
 			})
 			if err != nil {
-				return got, err
+				return nil, err
 			}
 			f.tokens[s] = resp.NextForwardToken
 			if len(resp.Events) == 0 {
 				break
 			}
-			if !got {
-				before()
-			}
-			got = true
 			prefix := ""
 			if len(streams) > 1 {
 				host := strings.TrimPrefix(s, f.job+"/")
@@ -119,11 +122,28 @@ func (f *logFollower) poll(ctx context.Context, out io.Writer, before func()) (b
 				prefix = "[" + host + "] "
 			}
 			for _, ev := range resp.Events {
-				fmt.Fprintln(out, prefix+aws.ToString(ev.Message))
+				lines = append(lines, line{at: time.UnixMilli(aws.ToInt64(ev.Timestamp)), text: prefix + aws.ToString(ev.Message)})
 			}
 		}
 	}
-	return got, nil
+	return lines, nil
+}
+
+// print writes lines in time order (stable, so a stream keeps its order):
+// log lines to out, status lines to errOut.
+func printLines(lines []line, out, errOut io.Writer, status *statusLine) {
+	if len(lines) == 0 {
+		return
+	}
+	status.clear()
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
+	for _, l := range lines {
+		if l.err {
+			fmt.Fprintln(errOut, l.text)
+		} else {
+			fmt.Fprintln(out, l.text)
+		}
+	}
 }
 
 // followJob streams a job's logs and status until it ends (or, without
@@ -146,22 +166,24 @@ func followJob(ctx context.Context, e *env, c *clients, name string, o followOpt
 			return c.explain(ctx, fmt.Errorf("describe %s: %w", name, err))
 		}
 		desc = d
+		var lines []line
 		for _, t := range d.SecondaryStatusTransitions[min(lastTransitions, len(d.SecondaryStatusTransitions)):] {
-			status.clear()
-			fmt.Fprintf(e.stderr, "%s %s: %s\n", aws.ToTime(t.StartTime).Local().Format("15:04:05"), t.Status, aws.ToString(t.StatusMessage))
+			at := aws.ToTime(t.StartTime)
+			lines = append(lines, line{at: at, err: true, text: fmt.Sprintf("%s %s: %s", at.Local().Format("15:04:05"), t.Status, aws.ToString(t.StatusMessage))})
 		}
 		lastTransitions = len(d.SecondaryStatusTransitions)
-		if string(d.SecondaryStatus) != lastSecondary {
-			lastSecondary = string(d.SecondaryStatus)
-		}
+		lastSecondary = string(d.SecondaryStatus)
 		if o.logs {
-			if _, err := lf.poll(ctx, e.stdout, status.clear); err != nil {
+			logLines, err := lf.poll(ctx)
+			if err != nil {
 				if errors.Is(ctx.Err(), context.Canceled) {
 					return detached(name)
 				}
 				return c.explain(ctx, err)
 			}
+			lines = append(lines, logLines...)
 		}
+		printLines(lines, e.stdout, e.stderr, status)
 		terminal := d.TrainingJobStatus == smtypes.TrainingJobStatusCompleted ||
 			d.TrainingJobStatus == smtypes.TrainingJobStatusFailed ||
 			d.TrainingJobStatus == smtypes.TrainingJobStatusStopped
@@ -177,9 +199,11 @@ func followJob(ctx context.Context, e *env, c *clients, name string, o followOpt
 	}
 	if o.logs {
 		// One last round: lines written just before the job ended.
-		if _, err := lf.poll(ctx, e.stdout, status.clear); err != nil {
+		logLines, err := lf.poll(ctx)
+		if err != nil {
 			return c.explain(ctx, err)
 		}
+		printLines(logLines, e.stdout, e.stderr, status)
 	}
 	status.clear()
 	if o.jsonOut {
