@@ -26,7 +26,9 @@ url = os.environ["SAGEBOX_URL"]
 sm = boto3.client("sagemaker", endpoint_url=url)
 s3 = boto3.client("s3", endpoint_url=url)
 logs = boto3.client("logs", endpoint_url=url)
-bucket = "sagemaker-us-east-1-123456789012"
+# The SDK names its default bucket after the caller's account (STS).
+account = boto3.client("sts", endpoint_url=url).get_caller_identity()["Account"]
+bucket = "sagemaker-us-east-1-" + account
 try:
     s3.head_bucket(Bucket=bucket)
 except s3.exceptions.ClientError as e:

@@ -22,6 +22,7 @@ import (
 	"github.com/sagebox/sagebox/internal/router"
 	"github.com/sagebox/sagebox/internal/s3api"
 	"github.com/sagebox/sagebox/internal/sigv4"
+	"github.com/sagebox/sagebox/internal/sts"
 	"github.com/sagebox/sagebox/internal/training"
 )
 
@@ -206,7 +207,8 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		s3cfg.Verifier = v
 	}
 	s3h := s3api.New(objects, s3cfg)
-	handler := router.New(router.Routes{JSON: cp, S3: s3h}, auth, logger)
+	query := sts.New(sts.Config{AccountID: o.accountID, Logger: logger})
+	handler := router.New(router.Routes{JSON: cp, S3: s3h, Query: query}, auth, logger)
 
 	srv := &http.Server{
 		Handler:           handler,

@@ -3,6 +3,7 @@
 //
 //	POST / with X-Amz-Target: SageMaker.* or Logs_20140328.*  → control plane (AWS JSON 1.1)
 //	POST /endpoints/<name>/invocations                      → sagemaker-runtime
+//	POST / with a form body (Action=...)                    → STS/IAM Query calls
 //	/_sagebox/...                                            → sagebox's own routes (health, metrics)
 //	anything else                                            → S3 (path-style or virtual-host)
 //
@@ -41,6 +42,7 @@ type Routes struct {
 	JSON    http.Handler // SageMaker.* and Logs_20140328.* targets
 	Runtime http.Handler // /endpoints/...
 	S3      http.Handler
+	Query   http.Handler // AWS Query protocol (STS GetCallerIdentity, IAM GetRole)
 	Health  func() error // nil error → 200
 	Metrics http.Handler // /_sagebox/metrics
 }
@@ -69,6 +71,7 @@ const (
 	ServiceJSON
 	ServiceRuntime
 	ServiceSagebox
+	ServiceQuery
 )
 
 // Classify says which service r is for.
@@ -80,6 +83,10 @@ func Classify(r *http.Request) Service {
 		return ServiceJSON
 	case strings.HasPrefix(r.URL.Path, "/endpoints/") && r.Method == http.MethodPost:
 		return ServiceRuntime
+	case r.Method == http.MethodPost && r.URL.Path == "/" &&
+		strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
+		// S3 has no operation on POST /, so a form POST there is a Query call.
+		return ServiceQuery
 	default:
 		return ServiceS3
 	}
@@ -109,6 +116,8 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		serveOr(w, r, rt.routes.JSON, "this API is not available in this build")
 	case ServiceRuntime:
 		serveOr(w, r, rt.routes.Runtime, "endpoints are not available in this build yet")
+	case ServiceQuery:
+		serveOr(w, r, rt.routes.Query, "the AWS Query protocol is not available in this build")
 	default:
 		if rt.routes.S3 == nil {
 			http.Error(w, "S3 is not available", http.StatusNotImplemented)
@@ -144,7 +153,7 @@ func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Ser
 		code, status = ae.Code(), ae.Status()
 	}
 	rt.logger.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", err)
-	if svc == ServiceS3 {
+	if svc == ServiceS3 || svc == ServiceQuery {
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(status)
 		if r.Method == http.MethodHead {

@@ -24,7 +24,7 @@ type denyAll struct{}
 func (denyAll) Authenticate(*http.Request) error { return authErr{} }
 
 func TestRouting(t *testing.T) {
-	rt := New(Routes{JSON: named("json"), Runtime: named("runtime"), S3: named("s3"), Metrics: named("metrics")}, nil, nil)
+	rt := New(Routes{JSON: named("json"), Runtime: named("runtime"), S3: named("s3"), Query: named("query"), Metrics: named("metrics")}, nil, nil)
 	cases := []struct {
 		name, method, path string
 		header             map[string]string
@@ -37,6 +37,8 @@ func TestRouting(t *testing.T) {
 		{"list buckets", "GET", "/", nil, "s3"},
 		{"put object", "PUT", "/bucket/a/b", nil, "s3"},
 		{"metrics", "GET", "/_sagebox/metrics", nil, "metrics"},
+		{"sts form post", "POST", "/", map[string]string{"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}, "query"},
+		{"s3 delete objects", "POST", "/bucket", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "s3"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
