@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The model the training example produces, served by `sagebox model-server`
+// from a model.tar.gz with the example's inference.py, as an endpoint would.
+func TestModelServerServesTrainedDigits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	requireTorch(t)
+	requireTool(t, "/usr/bin/python3", "-c", "import sklearn")
+	root := repoRoot(t)
+	data := prepareDigits(t)
+	model := filepath.Join(t.TempDir(), "model")
+	train := exec.Command("/usr/bin/python3", filepath.Join(root, "examples/digits/train.py"), "--epochs", "15", "--lr", "0.05")
+	train.Env = append(os.Environ(), "SM_MODEL_DIR="+model, "SM_CHANNEL_TRAINING="+data)
+	if out, err := train.CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, out)
+	}
+	code := filepath.Join(model, "code")
+	os.MkdirAll(code, 0o755)
+	src, _ := os.ReadFile(filepath.Join(root, "examples/digits/inference.py"))
+	os.WriteFile(filepath.Join(code, "inference.py"), src, 0o644)
+	tarball := filepath.Join(t.TempDir(), "model.tar.gz")
+	if out, err := exec.Command("tar", "czf", tarball, "-C", model, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	cmd := exec.Command(binary, "model-server", "--model-data", tarball, "--port", port)
+	cmd.Env = append(os.Environ(), "SAGEBOX_PYTHON=/usr/bin/python3", "SAGEMAKER_MODEL_SERVER_WORKERS=2", "XDG_CACHE_HOME="+t.TempDir())
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("model-server log:\n%s", log.String())
+		}
+	}()
+	url := "http://" + addr
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(url + "/ping")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/ping never answered 200")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Twenty real digits from the test split: the trained model classifies them.
+	rows := readRows(t, filepath.Join(data, "test.csv"), 20)
+	var inputs [][]float64
+	var labels []int
+	for _, r := range rows {
+		labels = append(labels, int(r[0]))
+		inputs = append(inputs, r[1:])
+	}
+	body, _ := json.Marshal(inputs)
+	resp, err := http.Post(url+"/invocations", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var pred struct{ Predictions []int }
+	if resp.StatusCode != 200 || json.Unmarshal(out, &pred) != nil || len(pred.Predictions) != len(labels) {
+		t.Fatalf("invocations: %d %s", resp.StatusCode, out)
+	}
+	right := 0
+	for i := range labels {
+		if pred.Predictions[i] == labels[i] {
+			right++
+		}
+	}
+	if right < 16 {
+		t.Errorf("predicted %v for labels %v", pred.Predictions, labels)
+	}
+
+	// The user's input_fn raises for CSV: a 500 with its message, server stays up.
+	resp, err = http.Post(url+"/invocations", "text/csv", strings.NewReader("1,2,3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(out), "unsupported content type text/csv") {
+		t.Errorf("CSV to a JSON-only input_fn: %d %s", resp.StatusCode, out)
+	}
+	// Over the 6 MB default payload limit: 413.
+	resp, err = http.Post(url+"/invocations", "application/json", bytes.NewReader(make([]byte, 6291457)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("oversize payload: %d, want 413", resp.StatusCode)
+	}
+
+	// SIGTERM: drains and exits cleanly, leaving no worker behind.
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("model-server exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("model-server did not exit after SIGTERM")
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sagebox_runtime worker --socket").Output(); len(bytes.TrimSpace(out)) > 0 {
+		// Other tests may run workers concurrently; only ours carry our cache dir.
+		for _, pid := range strings.Fields(string(out)) {
+			if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && bytes.Contains(env, []byte(cmd.Env[len(cmd.Env)-1])) {
+				t.Errorf("worker %s outlived the model server", pid)
+			}
+		}
+	}
+}
+
+func readRows(t *testing.T, path string, n int) [][]float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]float64
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[:n] {
+		var row []float64
+		for _, f := range strings.Split(line, ",") {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row = append(row, v)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
