@@ -7,12 +7,12 @@ BIN := bin/sagebox
 # /usr/bin/python3; libopenblas0-pthread keeps it from falling back to the
 # (14x slower) reference BLAS.
 DEB_PACKAGES := python3 python3-venv python3-pip python3-torch python3-numpy libopenblas0-pthread \
-	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn libnss-wrapper
+	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn python3-uvloop python3-httptools libnss-wrapper
 
-.PHONY: help deps build demo test test-go test-python vet bench clean
+.PHONY: help deps build demo test test-go test-python vet bench bench-modelserver clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 deps: ## install the Debian packages sagebox needs (skips apt when all are present)
 	@scripts/deps.sh $(DEB_PACKAGES)
@@ -37,6 +37,9 @@ test: deps vet test-go test-python ## install deps, then run vet, Go tests (unit
 
 bench: deps build ## run the benchmarks and print ratio tables
 	scripts/bench.sh
+
+bench-modelserver: deps build ## sagebox vs FastAPI vs direct calls (bench/modelserver)
+	scripts/bench.sh modelserver
 
 clean:
 	rm -rf bin

@@ -184,3 +184,28 @@ func TestLineRing(t *testing.T) {
 		t.Fatalf("tail cut = %q", got)
 	}
 }
+
+func TestGoProcs(t *testing.T) {
+	c, err := ConfigFromEnv(envFunc(nil))
+	if err != nil || c.GoProcs != AutoGoProcs || DefaultConfig().GoProcs != 0 {
+		t.Fatalf("ConfigFromEnv GoProcs %d (%v), DefaultConfig %d", c.GoProcs, err, DefaultConfig().GoProcs)
+	}
+	for _, tc := range []struct{ setting, cpus, gpus, want int }{
+		{AutoGoProcs, 2, 0, 1},
+		{AutoGoProcs, 1, 0, 1},
+		{AutoGoProcs, 16, 0, 8},
+		{AutoGoProcs, 16, 2, 0}, // GPU workers: leave the runtime alone
+		{0, 16, 0, 0},
+		{3, 16, 2, 3},
+	} {
+		if got := goProcs(tc.setting, tc.cpus, tc.gpus); got != tc.want {
+			t.Errorf("goProcs(%d, %d cpus, %d gpus) = %d, want %d", tc.setting, tc.cpus, tc.gpus, got, tc.want)
+		}
+	}
+	bad := DefaultConfig()
+	bad.ModelDir = "x"
+	bad.GoProcs = -2
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "GoProcs") {
+		t.Fatalf("validate: %v", err)
+	}
+}

@@ -261,6 +261,11 @@ func (s *Server) prepare(ctx context.Context) error {
 		return fmt.Errorf("create socket dir: %w", err)
 	}
 	s.workerCount = n
+	if procs := goProcs(cfg.GoProcs, runtime.NumCPU(), gpus); procs > 0 && os.Getenv("GOMAXPROCS") == "" {
+		if was := runtime.GOMAXPROCS(procs); was != procs {
+			s.logger.Info("sizing the Go scheduler to leave the CPUs to the workers", "gomaxprocs", procs, "was", was)
+		}
+	}
 	s.mu.Lock()
 	for i := range n {
 		gpu := -1

@@ -188,6 +188,9 @@ class Context:
         return ContextView(self, indices)
 
 
+_object_setattr = object.__setattr__
+
+
 class ContextView:
     """A context restricted to some requests of the current batch.
 
@@ -197,8 +200,9 @@ class ContextView:
     __slots__ = ("_base", "_idx")
 
     def __init__(self, base: Context, indices):
-        self._base = base
-        self._idx = indices
+        # Straight to the slots: one view is made per request and handler.
+        _object_setattr(self, "_base", base)
+        _object_setattr(self, "_idx", indices)
 
     # Unknown attributes (model_name, system_properties, metrics, anything a
     # user stored on the context in model_fn) come from the worker context.

@@ -342,6 +342,10 @@ class Handler:
             log.warning("%s", msg)
 
         b = {name: _bind(name, fn, where) for name, fn in fns.items()}
+        # Handlers that take a context; the others get None instead of a view
+        # (views cost a little per request and handler).
+        self._ctx_wanted = frozenset(n for n, fn in fns.items() if _wants_context(n, fn, where))
+        self._chain_view = bool(self._ctx_wanted & {"input_fn", "predict_fn", "output_fn"})
         self._model_fn = b.get("model_fn") or _drop_ctx(d.model_fn, 1)
         self._input_fn = b.get("input_fn") or _drop_ctx(d.input_fn, 2)
         self._predict_fn = b.get("predict_fn") or _drop_ctx(d.predict_fn, 2)
@@ -497,7 +501,7 @@ class Handler:
 
     def _one_chain(self, i, req):
         try:
-            view = ContextView(self.context, (i,))
+            view = ContextView(self.context, (i,)) if self._chain_view else None
             accept = self._accept(req)
             if self._default_output:
                 media = self._media(accept)
@@ -524,13 +528,17 @@ class Handler:
     def _run_batch_fn(self, requests):
         results = [None] * len(requests)
         idx, inputs, accepts = [], [], []
+        context = self.context
+        input_view = "input_fn" in self._ctx_wanted
+        output_view = "output_fn" in self._ctx_wanted
+        default_output = self._default_output
+        input_fn = self._input_fn
         for i, req in enumerate(requests):
             try:
-                view = ContextView(self.context, (i,))
                 accept = self._accept(req)
-                media = self._media(accept) if self._default_output else accept
+                media = self._media(accept) if default_output else accept
                 data, ctype = self._input(req)
-                inputs.append(self._input_fn(data, ctype, view))
+                inputs.append(input_fn(data, ctype, ContextView(context, (i,)) if input_view else None))
                 idx.append(i)
                 accepts.append((accept, media))
             except (Exception, SystemExit) as e:
@@ -558,10 +566,10 @@ class Handler:
                     results[i] = self._fail(i, req, pred)
                     continue
                 try:
-                    if self._default_output:
+                    if default_output:
                         results[i] = self._finish(i, req, encode(pred, media), media)
                     else:
-                        view = ContextView(self.context, (i,))
+                        view = ContextView(context, (i,)) if output_view else None
                         out = self._output_fn(pred, accept, view)
                         results[i] = self._finish(i, req, out, ct.concrete(accept, self.cfg.default_accept))
                 except (Exception, SystemExit) as e:

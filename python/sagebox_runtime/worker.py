@@ -18,10 +18,15 @@ PING with a PONG, until the front end closes the connection (exit 0).
   set and the model server runs more than one worker (LOAD field ``workers``,
   else ``SAGEMAKER_MODEL_SERVER_WORKERS``), each worker uses
   ``max(1, usable CPUs // workers)`` intra-op threads instead of torch's
-  default of one per CPU, so N workers do not oversubscribe the machine.
-  With one worker torch's default is kept.
+  default of one per CPU, so N workers do not oversubscribe the machine;
+  OpenBLAS's own pool gets the same size (OPENBLAS_NUM_THREADS, set before
+  torch is imported, unless the user set it). With one worker torch's
+  default is kept.
 * SIGINT is ignored: the front end owns the worker's lifetime (EOF, SIGTERM
   or SIGKILL), so a Ctrl-C in the terminal does not kill requests in flight.
+* Profiling: with ``SAGEBOX_WORKER_PROFILE=PREFIX`` set, the worker runs under
+  cProfile and writes ``PREFIX.<pid>.pstats`` when the front end closes the
+  connection (read it with ``python3 -m pstats``).
 """
 
 from __future__ import annotations
@@ -66,8 +71,9 @@ def _usable_cpus():
         return os.cpu_count() or 1
 
 
-def configure_threads(workers):
-    """Apply the thread rule in the module docstring; returns the count set or None."""
+def thread_count(workers):
+    """The per-worker CPU thread count of the rule in the module docstring, or
+    None to keep the libraries' defaults."""
     if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS"):
         return None
     if not workers:
@@ -77,11 +83,33 @@ def configure_threads(workers):
             workers = 0
     if workers <= 1:
         return None
+    return max(1, _usable_cpus() // workers)
+
+
+def configure_threads(workers):
+    """Apply the thread rule in the module docstring; returns the count set or None."""
+    n = thread_count(workers)
+    if n is None:
+        return None
     import torch
 
-    n = max(1, _usable_cpus() // workers)
     torch.set_num_threads(n)
     return n
+
+
+def _limit_blas_threads(workers):
+    """Size OpenBLAS's thread pool by the thread rule, before torch loads it.
+
+    OpenBLAS (what Debian's torch and numpy use) starts its own pool of one
+    thread per CPU when the library loads and ignores torch.set_num_threads:
+    a worker would multiply a batch on every CPU while the other workers do
+    the same. It reads OPENBLAS_NUM_THREADS (else OMP_NUM_THREADS) at load
+    time only, so this runs before the first import of torch; a value the
+    user set is kept.
+    """
+    n = thread_count(workers)
+    if n is not None and "torch" not in sys.modules and not os.environ.get("OPENBLAS_NUM_THREADS"):
+        os.environ["OPENBLAS_NUM_THREADS"] = str(n)
 
 
 def _error_payload(exc):
@@ -101,10 +129,12 @@ def _load(conn, payload):
     if not isinstance(msg, dict) or not isinstance(msg.get("model_dir"), str):
         raise ProtocolExit("LOAD without a model_dir: %r" % (msg,))
     try:
+        workers = int(msg.get("workers") or 0)
+        _limit_blas_threads(workers)
         from .handler import Handler, LoadConfig
 
         cfg = LoadConfig(**msg)
-        n = configure_threads(int(msg.get("workers") or 0))
+        n = configure_threads(workers)
         if n:
             log.info("using %d CPU thread(s) per worker", n)
         h = Handler(cfg)
@@ -201,8 +231,19 @@ def main(argv=None):
         sys.stderr.write("sagebox-worker: cannot connect to %s: %s\n" % (args.socket, e))
         return 1
     conn = wire.Connection(sock)
+    prefix = os.environ.get("SAGEBOX_WORKER_PROFILE")
     try:
-        return serve(conn)
+        if not prefix:
+            return serve(conn)
+        import cProfile
+
+        prof = cProfile.Profile()
+        try:
+            return prof.runcall(serve, conn)
+        finally:
+            path = "%s.%d.pstats" % (prefix, os.getpid())
+            prof.dump_stats(path)
+            log.info("profile written to %s", path)
     finally:
         conn.close()
 

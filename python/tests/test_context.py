@@ -1,5 +1,8 @@
 """The TorchServe-compatible context, errors and the thread rule (in-process)."""
 
+import os
+import sys
+
 import pytest
 
 from sagebox_runtime import errors
@@ -96,3 +99,24 @@ def test_thread_rule(monkeypatch):
         assert worker.configure_threads(0) == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_blas_threads_follow_the_thread_rule(monkeypatch):
+    from sagebox_runtime import worker
+
+    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(worker, "_usable_cpus", lambda: 8)
+    # Only before torch is loaded: pretend it is not.
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    worker._limit_blas_threads(4)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "2"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")  # the user's choice wins
+    worker._limit_blas_threads(4)
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "3"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    worker._limit_blas_threads(1)  # one worker: library defaults
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user chose threads
+    worker._limit_blas_threads(4)
+    assert "OPENBLAS_NUM_THREADS" not in os.environ

@@ -232,3 +232,22 @@ def test_golden_invalid(v):
         assert mtype is not None, "clean EOF where a frame was expected"
         _decode_frame(mtype, payload)
     b.close()
+
+
+def test_connection_frames_sharing_reads():
+    # Several frames per recv_into, one straddling the end of the buffer
+    # (moved to the front), then a frame larger than the buffer (a new one).
+    a, b = socket.socketpair()
+    conn = wire.Connection(b, bufsize=64)
+    small = [wire.frame(wire.INFER, wire.encode_infer([wire.Request(i, "a", "b", [("H", "v")], b"x" * 10)])) for i in range(5)]
+    big = wire.frame(wire.INFER, wire.encode_infer([wire.Request(9, "", "", [], os.urandom(500))]))
+    a.sendall(b"".join(small) + big + wire.frame(wire.PING))
+    a.close()
+    for i in range(5):
+        mtype, payload = conn.recv()
+        assert mtype == wire.INFER and wire.decode_infer(payload)[0].id == i
+    mtype, payload = conn.recv()
+    assert wire.decode_infer(payload)[0].body == wire.decode_infer(big[5:])[0].body
+    assert conn.recv()[0] == wire.PING
+    assert conn.recv() == (None, None)
+    b.close()
