@@ -238,7 +238,7 @@ func (b *bench) overhead(ctx context.Context, reps int) (row, error) {
 		what:     "job overhead (torch script)",
 		sagebox:  fmt.Sprintf("job %s", ms(mj)),
 		baseline: fmt.Sprintf("python %s", ms(md)),
-		ratio:    "+" + ms(over),
+		ratio:    fmt.Sprintf("%+.0f ms", float64(over.Microseconds())/1000),
 		goal:     "≤ +1000 ms",
 		verdict:  verdict(over <= time.Second),
 	}, nil
