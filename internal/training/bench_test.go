@@ -41,34 +41,17 @@ func benchChannel(b *testing.B, count, size int) (*env, string) {
 	return e, src
 }
 
-func BenchmarkStageChannel(b *testing.B) {
-	for _, shape := range benchShapes {
-		b.Run(shape.name, func(b *testing.B) {
-			e, _ := benchChannel(b, shape.count, shape.size)
-			ctx := context.Background()
-			spec := channelSpec{name: "train", uri: "s3://bkt/bench/train/", dataType: "S3Prefix", distribution: "FullyReplicated"}
-			b.SetBytes(int64(shape.count * shape.size))
-			b.ResetTimer()
-			for b.Loop() {
-				plan, err := e.runner.planChannel(ctx, spec)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := e.runner.stage(ctx, plan, plan.objects, filepath.Join(b.TempDir(), "train")); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
+func BenchmarkStageChannel(b *testing.B) { benchStage(b, false) }
 
 // BenchmarkStageChannelCopy is staging with Config.CopyChannels (reflink
 // where the file system can, else copy_file_range).
-func BenchmarkStageChannelCopy(b *testing.B) {
+func BenchmarkStageChannelCopy(b *testing.B) { benchStage(b, true) }
+
+func benchStage(b *testing.B, copyChannels bool) {
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
 			e, _ := benchChannel(b, shape.count, shape.size)
-			e.runner.cfg.CopyChannels = true
+			e.runner.cfg.CopyChannels = copyChannels
 			ctx := context.Background()
 			spec := channelSpec{name: "train", uri: "s3://bkt/bench/train/", dataType: "S3Prefix", distribution: "FullyReplicated"}
 			b.SetBytes(int64(shape.count * shape.size))
