@@ -90,7 +90,7 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	errLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: errLog}
+	httpSrv := srv.HTTPServer(errLog)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	logger.Info("model server listening", "addr", ln.Addr().String())
@@ -99,7 +99,7 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	if o.metricsAddr != "" {
 		mln, err := net.Listen("tcp", o.metricsAddr)
 		if err != nil {
-			httpSrv.Close()
+			httpSrv.Shutdown(context.Background())
 			return fmt.Errorf("listen for metrics on %s: %w", o.metricsAddr, err)
 		}
 		metricsSrv = &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 30 * time.Second, ErrorLog: errLog}

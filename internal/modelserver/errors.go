@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/sagebox/sagebox/internal/batch"
+	"github.com/valyala/fasthttp"
 )
 
 // Error types that appear in the "type" field of error bodies produced by
@@ -57,7 +57,7 @@ func queueError(err error) *Error {
 
 // writeError writes e as the response. The traceback is included only when
 // withTraceback is set.
-func writeError(w http.ResponseWriter, e *Error, withTraceback bool) {
+func writeError(ctx *fasthttp.RequestCtx, e *Error, withTraceback bool) {
 	body := *e
 	if !withTraceback {
 		body.Traceback = ""
@@ -66,11 +66,9 @@ func writeError(w http.ResponseWriter, e *Error, withTraceback bool) {
 	if err != nil {
 		b = []byte(`{"code":500,"type":"InternalServerError","message":"encode error"}`)
 	}
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(b) + 1)}
-	w.WriteHeader(e.Code)
-	w.Write(append(b, '\n'))
+	ctx.SetContentType("application/json")
+	ctx.SetStatusCode(e.Code)
+	ctx.SetBody(append(b, '\n'))
 }
 
 // slogLevelFor logs server-side failures as errors and client mistakes as

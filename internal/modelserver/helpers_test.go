@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,10 +20,30 @@ import (
 	"time"
 )
 
-// testServer is a Server with fake workers behind an httptest server.
+// testHTTP is a Server's HTTPServer on a loopback port.
+type testHTTP struct {
+	URL string
+	srv *HTTPServer
+}
+
+// serveTestHTTP serves srv's routes on a loopback port until Close.
+func serveTestHTTP(t *testing.T, srv *Server) *testHTTP {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer(log.New(io.Discard, "", 0))
+	go hs.Serve(ln)
+	return &testHTTP{URL: "http://" + ln.Addr().String(), srv: hs}
+}
+
+func (h *testHTTP) Close() { h.srv.Shutdown(context.Background()) }
+
+// testServer is a Server with fake workers behind a loopback HTTP server.
 type testServer struct {
 	*Server
-	http  *httptest.Server
+	http  *testHTTP
 	state string // FAKE_STATE_DIR
 	logs  *lockedBuffer
 }
@@ -65,7 +86,7 @@ func startTestServer(t *testing.T, o testOptions) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{Server: srv, http: httptest.NewServer(srv.Handler()), state: state, logs: logs}
+	ts := &testServer{Server: srv, http: serveTestHTTP(t, srv), state: state, logs: logs}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +94,7 @@ func startPyServer(t *testing.T, modelDir string, wait bool, mutate func(*Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{Server: srv, http: httptest.NewServer(srv.Handler()), state: t.TempDir(), logs: logs}
+	ts := &testServer{Server: srv, http: serveTestHTTP(t, srv), state: t.TempDir(), logs: logs}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

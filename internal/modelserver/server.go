@@ -30,6 +30,7 @@ import (
 	"github.com/sagebox/sagebox/internal/archive"
 	"github.com/sagebox/sagebox/internal/batch"
 	"github.com/sagebox/sagebox/internal/pyruntime"
+	"github.com/valyala/fasthttp"
 )
 
 // Server is one model behind the SageMaker inference contract.
@@ -45,13 +46,15 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	calls    sync.Pool // *call
-	bodies   sync.Pool // *[]byte
 	nextID   atomic.Uint64
 	pending  atomic.Int64 // invocations accepted and not yet answered
 	loaded   atomic.Int32 // workers with the model loaded
 	stopping atomic.Bool
 
 	resultFrameLimit int
+
+	metricsOnce sync.Once
+	metricsFast fasthttp.RequestHandler // the metrics handler on the inference port
 
 	// Set by Start before workers run; read-only afterwards.
 	modelDir    string

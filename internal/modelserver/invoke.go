@@ -1,0 +1,83 @@
+package modelserver
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sagebox/sagebox/internal/wire"
+)
+
+// call is one invocation on its way through the queue and a worker. Calls
+// are pooled; a call goes back to the pool only when its handler has its
+// answer.
+type call struct {
+	// req.Body aliases the HTTP server's request buffer: it stays valid
+	// because invoke does not return while a worker may still read it.
+	req      wire.Request
+	enqueued time.Time
+	timer    *time.Timer
+	// done receives one value when the outcome fields are set.
+	done chan struct{}
+
+	// Outcome, set by whoever sends on done.
+	status      int
+	contentType string
+	headers     []wire.Header
+	body        []byte
+	err         *Error
+	workerID    int
+}
+
+func newCall() *call {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &call{done: make(chan struct{}, 1), timer: t, workerID: -1}
+}
+
+// release returns c to the pool.
+func (s *Server) release(c *call) {
+	hs := c.req.Headers
+	clear(hs)
+	*c = call{req: wire.Request{Headers: hs[:0]}, timer: c.timer, done: c.done, workerID: -1}
+	s.calls.Put(c)
+}
+
+// invoke queues c (its req filled in but for the ID) and waits until it is
+// answered. A nil result means a worker answered: the outcome is in c's
+// fields, c.err included for handler and worker failures. A non-nil result
+// is why c never reached a worker. invoke never returns while a worker may
+// still read c.req, so the request may alias buffers the caller reuses
+// afterwards.
+func (s *Server) invoke(c *call) *Error {
+	s.pending.Add(1)
+	defer s.pending.Add(-1)
+	if s.stopping.Load() {
+		return errorf(http.StatusServiceUnavailable, TypeUnavailable, "the model server is shutting down")
+	}
+	if s.loaded.Load() == 0 {
+		if h := s.Health(); h.Err != nil {
+			return errorf(http.StatusServiceUnavailable, TypeUnavailable, "no worker has the model loaded: %v", h.Err)
+		}
+	}
+	c.req.ID = s.nextID.Add(1)
+	c.enqueued = time.Now()
+	if err := s.queue.Push(context.Background(), c); err != nil {
+		return queueError(err)
+	}
+	c.timer.Reset(s.cfg.RequestTimeout)
+	select {
+	case <-c.done:
+		c.timer.Stop()
+		return nil
+	case <-c.timer.C:
+	}
+	if s.queue.Remove(c) {
+		return errorf(http.StatusServiceUnavailable, TypeUnavailable,
+			"no worker took the request within %s (%d of %d workers have the model loaded); retry later",
+			s.cfg.RequestTimeout, s.loaded.Load(), len(s.Health().Workers))
+	}
+	// A worker has it and is bounded by the same timeout.
+	<-c.done
+	return nil
+}
