@@ -486,7 +486,8 @@ def main():
     p.add_argument("--workers", type=int, default=2, help="worker processes per server (default 2)")
     p.add_argument("--duration", type=int, default=10, help="seconds per cell (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="seconds of warm-up before each cell (default 2)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per cell; the median is reported (default 1)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of every configuration, interleaved; each cell reports its median (default 1)")
     p.add_argument("--quiet-wait", type=float, default=30, help="longest wait for a quiet machine before a cell, s")
     p.add_argument("--concurrency", default="1,32", help="wrk connections, comma-separated (default 1,32)")
     p.add_argument("--batch-size", type=int, default=16, help="batched configuration (default 16)")
@@ -516,23 +517,41 @@ def main():
     args.waited = 0.0
     log("load average before: %s" % open("/proc/loadavg").read().strip())
     cells = []
+    # --repeat runs whole rounds of every configuration, interleaved, rather
+    # than back-to-back runs of one: the machine's speed drifts over minutes
+    # (other tenants of the host), and the goals are ratios between cells.
+    one = argparse.Namespace(**vars(args))
+    one.repeat = 1
+    rounds = []
     try:
-        if "sagebox" in only:
-            log("sagebox (unbatched)")
-            cells += run_sagebox("sagebox (unbatched)", 1, 0, args, body_file, tmp, log)
-        if "batched" in only:
-            log(args.batched_name)
-            cells += run_sagebox(args.batched_name, args.batch_size, args.batch_delay, args, body_file, tmp, log)
-        if "fastapi" in only:
-            log("FastAPI + uvicorn")
-            cells += run_fastapi(args, body_file, tmp, log)
-        if "direct" in only:
-            log("direct loop")
-            for c in args.concurrency:
-                cells.append(run_direct(args, body_file, 1 if c == 1 else args.workers, 1, "direct loop", c, log))
-            if max(args.concurrency) > 1:
-                cells.append(run_direct(args, body_file, args.workers, args.batch_size, args.direct_batch_name,
-                                        max(args.concurrency), log))
+        for n in range(args.repeat):
+            if args.repeat > 1:
+                log("round %d of %d" % (n + 1, args.repeat))
+            rnd = []
+            if "sagebox" in only:
+                log("sagebox (unbatched)")
+                rnd += run_sagebox("sagebox (unbatched)", 1, 0, one, body_file, tmp, log)
+            if "batched" in only:
+                log(args.batched_name)
+                rnd += run_sagebox(args.batched_name, args.batch_size, args.batch_delay, one, body_file, tmp, log)
+            if "fastapi" in only:
+                log("FastAPI + uvicorn")
+                rnd += run_fastapi(one, body_file, tmp, log)
+            if "direct" in only:
+                log("direct loop")
+                for c in args.concurrency:
+                    rnd.append(run_direct(one, body_file, 1 if c == 1 else args.workers, 1, "direct loop", c, log))
+                if max(args.concurrency) > 1:
+                    rnd.append(run_direct(one, body_file, args.workers, args.batch_size, args.direct_batch_name,
+                                          max(args.concurrency), log))
+            rounds.append(rnd)
+            args.waited = one.waited
+        # The median of each cell over the rounds, in the order of a round.
+        for i, first in enumerate(rounds[0]):
+            notes = first.note
+            cell = median_cell([r[i] for r in rounds])
+            cell.note = cell.note or notes
+            cells.append(cell)
     finally:
         if os.environ.get("BENCH_KEEP_TMP"):
             log("logs kept in " + tmp)
