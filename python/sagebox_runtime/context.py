@@ -162,20 +162,20 @@ class Context:
         # Per batch (set by the worker); headers and responses are built on
         # first use so a batch whose handlers never touch them costs nothing.
         self.ids = []  # request id per batch index
-        self._pairs = []  # raw header pairs per batch index
+        self._requests = []  # the batch's requests (their headers decode on first use)
         self._headers = {}  # batch index -> Headers
         self.responses = {}  # batch index -> Response
 
     def begin_batch(self, requests):
         self.ids = [r.id for r in requests]
-        self._pairs = [r.headers for r in requests]
+        self._requests = requests
         self._headers = {}
         self.responses = {}
 
     def headers(self, i) -> Headers:
         h = self._headers.get(i)
         if h is None:
-            h = self._headers[i] = headers_from_pairs(self._pairs[i])
+            h = self._headers[i] = headers_from_pairs(self._requests[i].headers)
         return h
 
     def response(self, i) -> Response:

@@ -77,16 +77,40 @@ class TooLarge(ProtocolError):
 
 
 class Request:
-    """One request of an INFER batch."""
+    """One request of an INFER batch.
 
-    __slots__ = ("id", "content_type", "accept", "headers", "body")
+    ``headers`` is decoded on first use: most handlers never read request
+    headers, and decoding them is a third of a batch's decoding time.
+    """
+
+    __slots__ = ("id", "content_type", "accept", "_headers", "_raw", "body")
 
     def __init__(self, id, content_type, accept, headers, body):
         self.id = id
         self.content_type = content_type
         self.accept = accept
-        self.headers = headers  # list of (name, value) pairs, wire order
+        self._headers = headers  # list of (name, value) pairs, wire order
+        self._raw = None  # (bytes, count) of the encoded headers while undecoded
         self.body = body  # bytes
+
+    @classmethod
+    def _lazy(cls, id, content_type, accept, raw, count, body):
+        r = cls(id, content_type, accept, None, body)
+        r._raw = (raw, count)
+        return r
+
+    @property
+    def headers(self):
+        h = self._headers
+        if h is None:
+            raw, count = self._raw
+            h = self._headers = _decode_headers(raw, count)
+            self._raw = None
+        return h
+
+    @headers.setter
+    def headers(self, value):
+        self._headers, self._raw = value, None
 
     def __repr__(self):
         return "Request(id=%d, content_type=%r, accept=%r, %d headers, %d bytes)" % (
@@ -99,8 +123,24 @@ class Request:
 
     def __eq__(self, other):
         return isinstance(other, Request) and all(
-            getattr(self, k) == getattr(other, k) for k in self.__slots__
+            getattr(self, k) == getattr(other, k) for k in ("id", "content_type", "accept", "headers", "body")
         )
+
+
+def _decode_headers(raw, count):
+    """Header pairs of an encoded header block already bounds-checked."""
+    out = []
+    off = 0
+    for _ in range(count):
+        (k,) = _u32_from(raw, off)
+        off += 4
+        name = str(raw[off : off + k], _ENC, _ERR)
+        off += k
+        (k,) = _u32_from(raw, off)
+        off += 4
+        out.append((name, str(raw[off : off + k], _ENC, _ERR)))
+        off += k
+    return out
 
 
 class Result:
@@ -344,21 +384,17 @@ def decode_infer(payload) -> list:
         off = e + 4
         if off + nh * 8 > end:  # each header takes at least 8 bytes
             raise _truncated(nh * 8, off, end)
-        headers = []
+        hs = off  # the header block is checked here, decoded on first use
         for _ in range(nh):
             (k,) = _u32_from(buf, off)
-            off += 4
-            e = off + k
+            e = off + 4 + k
             if e + 4 > end:
-                raise _truncated(k + 4, off, end)
-            name = str(buf[off:e], _ENC, _ERR)
+                raise _truncated(k + 4, off + 4, end)
             (k,) = _u32_from(buf, e)
-            off = e + 4
-            e = off + k
-            if e > end:
-                raise _truncated(k, off, end)
-            headers.append((name, str(buf[off:e], _ENC, _ERR)))
-            off = e
+            off = e + 4 + k
+            if off > end:
+                raise _truncated(k, e + 4, end)
+        raw = bytes(buf[hs:off]) if nh else b""
         if off + 4 > end:
             raise _truncated(4, off, end)
         (k,) = _u32_from(buf, off)
@@ -366,7 +402,7 @@ def decode_infer(payload) -> list:
         e = off + k
         if e > end:
             raise _truncated(k, off, end)
-        out.append(Request(rid, ctype, accept, headers, bytes(buf[off:e])))
+        out.append(Request._lazy(rid, ctype, accept, raw, nh, bytes(buf[off:e])))
         off = e
     if off != end:
         raise Malformed("%d trailing bytes after the last field" % (end - off))
