@@ -125,8 +125,9 @@ func (q *Queue[T]) Push(ctx context.Context, v T) error {
 	return nil
 }
 
-// Remove takes v out of the queue if it is still waiting, for a caller whose
-// client went away, and reports whether it was there.
+// Remove takes v out of the queue if it is still waiting, for a caller that
+// stopped waiting (its timeout passed, its client went away), and reports
+// whether it was there.
 func (q *Queue[T]) Remove(v T) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
