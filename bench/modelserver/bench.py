@@ -300,9 +300,10 @@ def measure_http(name, url, proc, split, conc, args, body_file, log, metrics_bas
     return cell
 
 
-def run_sagebox(name, batch, delay_ms, args, body_file, tmp, log):
+def run_sagebox(name, batch, delay_ms, args, body_file, tmp, log, extra_env=None, binary=None):
     port = free_port()
     env = base_env()
+    env.update(extra_env or {})
     env.update(
         SAGEBOX_PYTHON=args.python,
         SAGEMAKER_MODEL_SERVER_WORKERS=str(args.workers),
@@ -312,7 +313,7 @@ def run_sagebox(name, batch, delay_ms, args, body_file, tmp, log):
     )
     log_path = os.path.join(tmp, "sagebox-%d.log" % batch)
     proc = start(
-        [args.bin, "model-server", "--model-dir", MODEL_DIR, "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"],
+        [binary or args.bin, "model-server", "--model-dir", MODEL_DIR, "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"],
         env,
         log_path,
     )
@@ -479,6 +480,48 @@ def report(cells, args, body_len, started, waited, out):
     return verdicts
 
 
+def parse_env(spec):
+    """'K=V,K2=V2' (or '-' for nothing) as a dict."""
+    if spec in ("", "-"):
+        return {}
+    out = {}
+    for kv in spec.split(","):
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise SystemExit("--ab: %r is not KEY=VALUE" % kv)
+        out[k] = v
+    return out
+
+
+def run_ab(args, body_file, tmp, log):
+    """--ab: alternate fresh sagebox servers A and B, --pairs times, at one
+    batch size; print each pair and the median ratio B/A. For deciding a
+    change on a machine whose speed drifts: each pair runs within seconds."""
+    env_a, env_b = parse_env(args.ab[0]), parse_env(args.ab[1])
+    bin_b = args.bin_b or args.bin
+    delay = args.batch_delay if args.ab_batch > 1 else 0
+    rows = []
+    for i in range(args.pairs):
+        pair = []
+        for label, env, binary in (("A", env_a, args.bin), ("B", env_b, bin_b)):
+            cells = run_sagebox("%s pair %d" % (label, i + 1), args.ab_batch, delay, args, body_file, tmp, log,
+                                extra_env=env, binary=binary)
+            pair.append(cells)
+        rows.append(pair)
+    print("A: %s %s\nB: %s %s\nbatch %d, %d workers, %d s per run, %d pairs\n" % (
+        args.bin, args.ab[0], bin_b, args.ab[1], args.ab_batch, args.workers, args.duration, args.pairs))
+    for ci, c in enumerate(args.concurrency):
+        print("c=%d" % c)
+        ratios = []
+        for i, (a, b) in enumerate(rows):
+            r = b[ci].rps / a[ci].rps
+            ratios.append(r)
+            print("  pair %d  A %7.0f req/s p50 %.3f ms | B %7.0f req/s p50 %.3f ms | B/A %.3f"
+                  % (i + 1, a[ci].rps, a[ci].p50, b[ci].rps, b[ci].p50, r))
+        print("  median B/A %.3f (min %.3f, max %.3f)\n" % (statistics.median(ratios), min(ratios), max(ratios)))
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bin", default=os.path.join(ROOT, "bin", "sagebox"), help="sagebox binary (default bin/sagebox)")
@@ -495,6 +538,12 @@ def main():
     p.add_argument("--only", default="sagebox,batched,fastapi,direct",
                    help="configurations to run, a comma-separated subset of sagebox,batched,fastapi,direct")
     p.add_argument("--json", help="also write the cells as JSON to this file")
+    p.add_argument("--ab", nargs=2, metavar=("ENV_A", "ENV_B"),
+                   help="instead of the table: alternate sagebox servers with these extra environments "
+                        "('K=V,K2=V2' or '-') and print the ratio B/A per pair")
+    p.add_argument("--bin-b", help="with --ab: the sagebox binary for B (default --bin)")
+    p.add_argument("--pairs", type=int, default=8, help="with --ab: pairs of runs (default 8)")
+    p.add_argument("--ab-batch", type=int, default=16, help="with --ab: SAGEMAKER_TS_BATCH_SIZE (default 16)")
     p.add_argument("--fastapi-shared-socket", action="store_true",
                    help="serve FastAPI from one shared socket (uvicorn --workers) instead of one per worker")
     args = p.parse_args()
@@ -515,6 +564,11 @@ def main():
     body_file = os.path.join(tmp, "body.json")
     body_len = make_body(body_file)
     args.waited = 0.0
+    if args.ab:
+        try:
+            return run_ab(args, body_file, tmp, log)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     log("load average before: %s" % open("/proc/loadavg").read().strip())
     cells = []
     # --repeat runs whole rounds of every configuration, interleaved, rather
