@@ -13,7 +13,6 @@ import (
 
 	"github.com/sagebox/sagebox/internal/wire"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
 // The routes. Only /ping and /invocations belong to SageMaker's container
@@ -190,12 +189,6 @@ func (s *Server) handlePing(ctx *fasthttp.RequestCtx) {
 		body = pingBody{Status: "Unhealthy", Message: h.Message}
 	}
 	writeJSON(ctx, code, body)
-}
-
-// metricsHTTP serves the Prometheus metrics on the inference port.
-func (s *Server) metricsHTTP(ctx *fasthttp.RequestCtx) {
-	s.metricsOnce.Do(func() { s.metricsFast = fasthttpadaptor.NewFastHTTPHandler(s.metrics.handler()) })
-	s.metricsFast(ctx)
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {

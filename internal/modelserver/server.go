@@ -31,6 +31,7 @@ import (
 	"github.com/sagebox/sagebox/internal/batch"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
 // Server is one model behind the SageMaker inference contract.
@@ -53,8 +54,7 @@ type Server struct {
 
 	resultFrameLimit int
 
-	metricsOnce sync.Once
-	metricsFast fasthttp.RequestHandler // the metrics handler on the inference port
+	metricsHTTP fasthttp.RequestHandler // the metrics handler on the inference port
 
 	// Set by Start before workers run; read-only afterwards.
 	modelDir    string
@@ -120,6 +120,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		func() float64 { return float64(s.queue.Len()) },
 		func() float64 { return float64(s.loaded.Load()) },
 		cfg.BatchSize)
+	s.metricsHTTP = fasthttpadaptor.NewFastHTTPHandler(s.metrics.handler())
 	s.calls.New = func() any { return newCall() }
 	return s, nil
 }
