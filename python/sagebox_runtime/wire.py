@@ -386,6 +386,8 @@ def decode_infer(payload) -> list:
             raise _truncated(nh * 8, off, end)
         hs = off  # the header block is checked here, decoded on first use
         for _ in range(nh):
+            if off + 4 > end:
+                raise _truncated(4, off, end)
             (k,) = _u32_from(buf, off)
             e = off + 4 + k
             if e + 4 > end:

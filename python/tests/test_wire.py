@@ -251,3 +251,45 @@ def test_connection_frames_sharing_reads():
     assert conn.recv()[0] == wire.PING
     assert conn.recv() == (None, None)
     b.close()
+
+
+def _sample_payloads():
+    reqs = [
+        wire.Request(1, "application/json", "text/csv", [("X-Long", "v" * 40), ("Host", "x")], b"[1, 2]"),
+        wire.Request(2, "", "", [], b""),
+        wire.Request(3, "c", "d", [("k", "v")], b"x" * 40),
+    ]
+    res = [
+        wire.Result(1, 200, "application/json", [("h", "v")], b"{}", "", "", ""),
+        wire.Result(2, 500, "", [], b"", "ValueError", "bad", "Traceback..."),
+    ]
+    return wire.encode_infer(reqs), wire.encode_result(7, res)
+
+
+def test_every_truncation_is_a_protocol_error():
+    # A payload cut anywhere must fail as a ProtocolError (which the worker
+    # reports and exits on), never as struct.error or IndexError.
+    infer, result = _sample_payloads()
+    for payload, decode in ((infer, wire.decode_infer), (result, wire.decode_result)):
+        for cut in range(len(payload)):
+            with pytest.raises(wire.ProtocolError):
+                decode(payload[:cut])
+
+
+def test_corrupted_payloads_fail_only_as_protocol_errors():
+    import random
+
+    rnd = random.Random(1)
+    infer, result = _sample_payloads()
+    for payload, decode in ((infer, wire.decode_infer), (result, wire.decode_result)):
+        for _ in range(3000):
+            b = bytearray(payload)
+            for _ in range(rnd.randint(1, 4)):
+                b[rnd.randrange(len(b))] = rnd.randrange(256)
+            try:
+                out = decode(bytes(b))
+            except wire.ProtocolError:
+                continue
+            if decode is wire.decode_infer:
+                for r in out:  # lazily decoded headers must decode too
+                    r.headers
