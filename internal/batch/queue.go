@@ -63,7 +63,7 @@ type Queue[T comparable] struct {
 	cfg Config
 
 	mu     sync.Mutex
-	ring   []entry[T] // fixed length Capacity
+	ring   []entry[T] // length Capacity, more only after a Requeue over capacity
 	head   int
 	n      int
 	closed bool
@@ -113,16 +113,49 @@ func (q *Queue[T]) Push(ctx context.Context, v T) error {
 		q.mu.Unlock()
 		return ErrClosed
 	}
-	if q.n == len(q.ring) {
+	if q.n >= q.cfg.Capacity {
 		n := q.n
 		q.mu.Unlock()
 		return &FullError{Waiting: n}
+	}
+	if q.n == len(q.ring) {
+		q.grow(q.n + 1) // only after a Requeue went over capacity
 	}
 	q.ring[(q.head+q.n)%len(q.ring)] = entry[T]{ctx: ctx, v: v}
 	q.n++
 	q.mu.Unlock()
 	q.wake()
 	return nil
+}
+
+// Requeue puts vs back at the front of the queue, in order, for a taker
+// that took them but could not start them (its worker died). It never
+// refuses: not when the queue is closed (they are then taken by whoever
+// drains it), nor over capacity (they were admitted once already).
+func (q *Queue[T]) Requeue(vs []T) {
+	if len(vs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	if q.n+len(vs) > len(q.ring) {
+		q.grow(q.n + len(vs))
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		q.head = (q.head - 1 + len(q.ring)) % len(q.ring)
+		q.ring[q.head] = entry[T]{v: vs[i]}
+		q.n++
+	}
+	q.mu.Unlock()
+	q.wake()
+}
+
+// grow makes room for n entries, keeping their order. Called with mu held.
+func (q *Queue[T]) grow(n int) {
+	ring := make([]entry[T], max(n, 2*len(q.ring)))
+	for i := 0; i < q.n; i++ {
+		ring[i] = q.ring[(q.head+i)%len(q.ring)]
+	}
+	q.ring, q.head = ring, 0
 }
 
 // Remove takes v out of the queue if it is still waiting, for a caller that

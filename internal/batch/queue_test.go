@@ -367,3 +367,46 @@ func TestManyProducersAndTakers(t *testing.T) {
 	q.Close()
 	wg.Wait()
 }
+
+func TestRequeue(t *testing.T) {
+	ctx := context.Background()
+	q := New[int](Config{Capacity: 3, BatchSize: 10})
+	for _, v := range []int{1, 2} {
+		if err := q.Push(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Taken 7, 8, 9 earlier; 8 and 9 were never started: back to the front,
+	// in order, even though that goes over capacity (2 + 2 > 3).
+	q.Requeue([]int{8, 9})
+	if q.Len() != 4 {
+		t.Fatalf("Len = %d, want 4", q.Len())
+	}
+	if err := q.Push(ctx, 3); !errors.Is(err, ErrFull) {
+		t.Fatalf("Push over capacity = %v, want ErrFull", err)
+	}
+	got, err := q.Next(ctx, nil)
+	if err != nil || !reflect.DeepEqual(got, []int{8, 9, 1, 2}) {
+		t.Fatalf("Next = %v, %v; want [8 9 1 2]", got, err)
+	}
+	// Capacity applies again once drained; the grown ring keeps FIFO order
+	// across wrap-around.
+	for _, v := range []int{4, 5, 6} {
+		if err := q.Push(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Requeue([]int{7})
+	q.Close()
+	q.Requeue([]int{0}) // accepted after Close, for the drain
+	if err := q.Push(ctx, 9); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Push after Close = %v", err)
+	}
+	got, err = q.Next(ctx, nil)
+	if err != nil || !reflect.DeepEqual(got, []int{0, 7, 4, 5, 6}) {
+		t.Fatalf("Next after Close = %v, %v; want [0 7 4 5 6]", got, err)
+	}
+	if _, err := q.Next(ctx, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next on a closed, empty queue = %v", err)
+	}
+}

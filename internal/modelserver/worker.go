@@ -370,7 +370,11 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 			<-p.exited
 			return fmt.Errorf("worker process %s while idle", p.exitDescription())
 		}
-		if err := w.roundTrip(ctx, conn, rd, p, calls); err != nil {
+		trip := w.roundTrip
+		if s.cfg.BatchSize == 1 && len(calls) > 1 {
+			trip = w.pipeline
+		}
+		if err := trip(ctx, conn, rd, p, calls); err != nil {
 			clear(w.calls)
 			return err
 		}
@@ -419,19 +423,76 @@ func (w *worker) roundTrip(ctx context.Context, conn *net.UnixConn, rd *wire.Rea
 		}
 	}
 	for i, c := range calls {
-		r := &rs[i]
-		c.status = int(r.Status)
-		c.contentType = r.ContentType
-		c.headers = r.Headers
-		c.body = r.Body
-		if r.Status >= 400 || r.Status < 100 {
-			c.err = &Error{Code: int(r.Status), Type: r.ErrorType, Message: r.ErrorMessage, Traceback: r.Traceback}
-		}
-		c.workerID = w.id
-		c.done <- struct{}{}
+		w.deliver(c, &rs[i])
 	}
 	clear(rs)
 	w.res.Responses = rs[:0]
+	return nil
+}
+
+// deliver hands c the worker's answer r.
+func (w *worker) deliver(c *call, r *wire.Response) {
+	c.status = int(r.Status)
+	c.contentType = r.ContentType
+	c.headers = r.Headers
+	c.body = r.Body
+	if r.Status >= 400 || r.Status < 100 {
+		c.err = &Error{Code: int(r.Status), Type: r.ErrorType, Message: r.ErrorMessage, Traceback: r.Traceback}
+	}
+	c.workerID = w.id
+	c.done <- struct{}{}
+}
+
+// pipeline sends calls, taken together while batching is off, as
+// consecutive batches of one in a single write, and delivers each answer as
+// it arrives. The handlers still see one request at a time; what the calls
+// share is the write and the worker's wake-up, which on a busy machine cost
+// more than a small model's forward pass. Each call has the full request
+// timeout from when the one before it was answered. When the worker fails
+// on a call, that call fails and the ones after it, which the worker never
+// started, go back to the front of the queue.
+func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, rd *wire.Reader, p *process, calls []*call) error {
+	s := w.srv
+	start := time.Now()
+	reqs := w.reqs[:0]
+	for _, c := range calls {
+		s.metrics.queueTime.Observe(start.Sub(c.enqueued).Seconds())
+		reqs = append(reqs, c.req)
+	}
+	w.reqs = reqs
+	_ = conn.SetDeadline(start.Add(s.cfg.RequestTimeout))
+	bufs := w.enc.EncodeEach(reqs)
+	_, err := bufs.WriteTo(conn)
+	clear(w.reqs)
+	prev := start
+	for i, c := range calls {
+		if err == nil {
+			if i > 0 {
+				_ = conn.SetReadDeadline(prev.Add(s.cfg.RequestTimeout))
+			}
+			var payload []byte
+			// A fresh buffer per answer: the body aliases it until the
+			// HTTP handler has written it.
+			if payload, err = rd.ReadFrameOf(wire.TypeResult, nil); err == nil {
+				err = wire.DecodeResult(payload, &w.res)
+			}
+			if err == nil && (len(w.res.Responses) != 1 || w.res.Responses[0].ID != c.req.ID) {
+				err = fmt.Errorf("%w: %d answers, or not for request %d, where one was due", wire.ErrMalformed, len(w.res.Responses), c.req.ID)
+			}
+		}
+		if err != nil {
+			s.queue.Requeue(calls[i+1:])
+			return w.failBatch(ctx, p, calls[i:i+1], err)
+		}
+		now := time.Now()
+		s.metrics.batchSize.Observe(1)
+		s.metrics.workerTime.Observe(now.Sub(prev).Seconds())
+		s.metrics.handlerTime.Observe(float64(w.res.HandlerNanos) / 1e9)
+		prev = now
+		w.deliver(c, &w.res.Responses[0])
+		clear(w.res.Responses)
+		w.res.Responses = w.res.Responses[:0]
+	}
 	return nil
 }
 

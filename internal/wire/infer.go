@@ -120,19 +120,31 @@ type InferEncoder struct {
 // scratch memory and the request bodies; they stay valid until the next call.
 // Writing them with (*net.Buffers).WriteTo consumes the returned value, not
 // the encoder's state.
-func (e *InferEncoder) Encode(reqs []Request) net.Buffers {
+func (e *InferEncoder) Encode(reqs []Request) net.Buffers { return e.encode(reqs, false) }
+
+// EncodeEach returns one INFER frame per request (batches of one), back to
+// back, for one vectored write; validity as for Encode.
+func (e *InferEncoder) EncodeEach(reqs []Request) net.Buffers { return e.encode(reqs, true) }
+
+func (e *InferEncoder) encode(reqs []Request, each bool) net.Buffers {
 	s := e.scratch[:0]
 	e.cuts = e.cuts[:0]
-	s = binary.BigEndian.AppendUint32(s, uint32(InferSize(reqs)-4))
-	s = append(s, byte(TypeInfer))
-	s = binary.BigEndian.AppendUint32(s, uint32(len(reqs)))
-	large := 0
+	head := func(s []byte, batch []Request) []byte {
+		s = binary.BigEndian.AppendUint32(s, uint32(InferSize(batch)-4))
+		s = append(s, byte(TypeInfer))
+		return binary.BigEndian.AppendUint32(s, uint32(len(batch)))
+	}
+	if !each {
+		s = head(s, reqs)
+	}
 	for i := range reqs {
 		r := &reqs[i]
+		if each {
+			s = head(s, reqs[i:i+1])
+		}
 		s = appendRequestMeta(s, r)
 		if len(r.Body) > inlineBody {
 			e.cuts = append(e.cuts, len(s))
-			large++
 			continue
 		}
 		s = append(s, r.Body...)

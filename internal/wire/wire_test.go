@@ -66,6 +66,37 @@ func TestInferRoundTrip(t *testing.T) {
 	}
 }
 
+// EncodeEach writes one single-request INFER frame per request, each
+// identical to the frame Encode makes for that request alone.
+func TestInferEncodeEach(t *testing.T) {
+	reqs := sampleRequests()
+	var want []byte
+	for i := range reqs {
+		want = AppendInfer(want, reqs[i:i+1])
+	}
+	var enc InferEncoder
+	enc.Encode(reqs) // leftover state must not leak into the next call
+	var got bytes.Buffer
+	bufs := enc.EncodeEach(reqs)
+	if _, err := bufs.WriteTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("EncodeEach output differs from one AppendInfer per request (%d vs %d bytes)", got.Len(), len(want))
+	}
+	rd := NewReader(&got, len(want))
+	for i := range reqs {
+		p, err := rd.ReadFrameOf(TypeInfer, nil)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		dec, err := DecodeInfer(p, nil)
+		if err != nil || len(dec) != 1 || dec[0].ID != reqs[i].ID || !bytes.Equal(dec[0].Body, reqs[i].Body) {
+			t.Fatalf("frame %d: %+v, %v", i, dec, err)
+		}
+	}
+}
+
 func TestResultRoundTrip(t *testing.T) {
 	res := &Result{HandlerNanos: 99, Responses: []Response{
 		{ID: 1, Status: 200, ContentType: "application/json", Headers: []Header{{"X", "y"}}, Body: []byte("{}")},

@@ -1,0 +1,78 @@
+package modelserver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// queueBehindBusyWorker occupies the only worker with a slow request, then
+// queues bodies in order and returns their responses once all are answered.
+func queueBehindBusyWorker(t *testing.T, ts *testServer, bodies []string) []response {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if r := ts.invoke(t, "sleep:300ms"); r.code != 200 {
+			t.Errorf("the request occupying the worker: %d %s", r.code, r.body)
+		}
+	})
+	eventually(t, "worker busy", func() bool { return ts.pending.Load() == 1 && ts.queue.Len() == 0 })
+	out := make([]response, len(bodies))
+	for i, b := range bodies {
+		wg.Go(func() { out[i] = ts.invoke(t, b) })
+		eventually(t, "queued in order", func() bool { return ts.queue.Len() == i+1 })
+	}
+	wg.Wait()
+	return out
+}
+
+// With batching off, the requests a worker takes together still reach the
+// handlers one per batch, each with its own answer.
+func TestPipelineKeepsBatchesOfOne(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	rs := queueBehindBusyWorker(t, ts, []string{"a", "status:415", "c", "d"})
+	for i, want := range []int{200, 415, 200, 200} {
+		if rs[i].code != want || rs[i].header.Get("X-Batch-Size") != "" && rs[i].header.Get("X-Batch-Size") != "1" {
+			t.Fatalf("request %d: %d (batch %q), want %d", i, rs[i].code, rs[i].header.Get("X-Batch-Size"), want)
+		}
+	}
+	if rs[0].body != "a" || rs[2].body != "c" || rs[3].body != "d" {
+		t.Fatalf("bodies %q %q %q", rs[0].body, rs[2].body, rs[3].body)
+	}
+	b, _ := os.ReadFile(filepath.Join(ts.state, "batches.log"))
+	if got := strings.Fields(string(b)); len(got) != 5 || strings.Trim(strings.Join(got, ""), "1") != "" {
+		t.Fatalf("batches.log = %q, want five batches of one", b)
+	}
+}
+
+// A worker that dies on one of the requests it took together fails that
+// one only: the ones after it were never started and are answered by the
+// restarted worker.
+func TestPipelineCrashFailsOnlyItsRequest(t *testing.T) {
+	for _, tt := range []struct {
+		body, want string
+		code       int
+	}{
+		{"crash", "exited with code 3", 502},
+		{"hang", "timed out", 504},
+	} {
+		t.Run(tt.body, func(t *testing.T) {
+			ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.RequestTimeout = 2 * time.Second }})
+			rs := queueBehindBusyWorker(t, ts, []string{"a", tt.body, "c", "d"})
+			if rs[0].code != 200 || rs[0].body != "a" {
+				t.Errorf("request before the failure: %d %s", rs[0].code, rs[0].body)
+			}
+			if rs[1].code != tt.code || !strings.Contains(rs[1].body, tt.want) {
+				t.Errorf("the failing request: %d %s, want %d with %q", rs[1].code, rs[1].body, tt.code, tt.want)
+			}
+			for i, want := range []string{"c", "d"} {
+				if r := rs[2+i]; r.code != 200 || r.body != want {
+					t.Errorf("request after the failure: %d %s, want 200 %s", r.code, r.body, want)
+				}
+			}
+		})
+	}
+}
