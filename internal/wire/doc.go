@@ -7,8 +7,11 @@
 //
 // A Unix stream socket. The Go front end listens on a fresh socket path and
 // starts the worker with that path; the worker connects, so there is no
-// polling for readiness. One connection per worker, strictly request/reply:
-// the front end never has more than one message in flight per worker.
+// polling for readiness. One connection per worker. The worker answers the
+// frames it reads one by one, in order. The front end has one INFER in
+// flight per worker, except with batching off: then it may write several
+// single-request INFERs back to back (at most 8) and read their RESULTs in
+// the same order; the worker needs no special handling for that.
 //
 // # Framing
 //
