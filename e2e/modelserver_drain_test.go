@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,39 +43,8 @@ func TestModelServerDrainsOnSIGTERM(t *testing.T) {
 	os.MkdirAll(filepath.Join(model, "code"), 0o755)
 	os.WriteFile(filepath.Join(model, "code", "inference.py"), []byte(slowInference), 0o644)
 
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	cmd := exec.Command(binary, "model-server", "--model-dir", model, "--port", port)
-	cacheEnv := "XDG_CACHE_HOME=" + t.TempDir()
-	cmd.Env = append(os.Environ(), "SAGEBOX_PYTHON=/usr/bin/python3", "SAGEMAKER_MODEL_SERVER_WORKERS=1", cacheEnv)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("model-server log:\n%s", log.String())
-		}
-	}()
-	url := "http://" + addr
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(url + "/ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/ping never answered 200")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	ms := startModelServer(t, []string{"SAGEMAKER_MODEL_SERVER_WORKERS=1"}, "--model-dir", model)
+	url, addr := ms.url, ms.addr
 
 	// One worker, batch size 1: the first request runs, two wait in the queue.
 	const n = 3
@@ -96,7 +63,7 @@ func TestModelServerDrainsOnSIGTERM(t *testing.T) {
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGTERM)
+	ms.cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(200 * time.Millisecond)
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
@@ -108,18 +75,5 @@ func TestModelServerDrainsOnSIGTERM(t *testing.T) {
 			t.Errorf("request %d: %q, want %q", i, r, want)
 		}
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("model-server exited with %v after SIGTERM", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("model-server did not exit after SIGTERM")
-	}
-	out, _ := exec.Command("pgrep", "-f", "sagebox_runtime worker --socket").Output()
-	for _, pid := range strings.Fields(string(out)) {
-		if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && bytes.Contains(env, []byte(cacheEnv)) {
-			t.Errorf("worker %s outlived the model server", pid)
-		}
-	}
+	ms.waitExit(t)
 }

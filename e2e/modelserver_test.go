@@ -40,38 +40,8 @@ func TestModelServerServesTrainedDigits(t *testing.T) {
 		t.Fatalf("tar: %v %s", err, out)
 	}
 
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	cmd := exec.Command(binary, "model-server", "--model-data", tarball, "--port", port)
-	cmd.Env = append(os.Environ(), "SAGEBOX_PYTHON=/usr/bin/python3", "SAGEMAKER_MODEL_SERVER_WORKERS=2", "XDG_CACHE_HOME="+t.TempDir())
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("model-server log:\n%s", log.String())
-		}
-	}()
-	url := "http://" + addr
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(url + "/ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/ping never answered 200")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	ms := startModelServer(t, []string{"SAGEMAKER_MODEL_SERVER_WORKERS=2"}, "--model-data", tarball)
+	url := ms.url
 
 	// Twenty real digits from the test split: the trained model classifies them.
 	rows := readRows(t, filepath.Join(data, "test.csv"), 20)
@@ -123,21 +93,73 @@ func TestModelServerServesTrainedDigits(t *testing.T) {
 	}
 
 	// SIGTERM: drains and exits cleanly, leaving no worker behind.
-	cmd.Process.Signal(syscall.SIGTERM)
+	ms.cmd.Process.Signal(syscall.SIGTERM)
+	ms.waitExit(t)
+}
+
+// modelServer is a running `sagebox model-server`, killed when the test ends.
+type modelServer struct {
+	url, addr string
+	cmd       *exec.Cmd
+	exited    chan error
+	cacheEnv  string // the environment entry that marks its workers
+}
+
+// startModelServer runs `sagebox model-server ARGS --port P` with env added
+// and waits until /ping answers 200.
+func startModelServer(t *testing.T, env []string, args ...string) *modelServer {
+	t.Helper()
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	ms := &modelServer{url: "http://" + addr, addr: addr, exited: make(chan error, 1), cacheEnv: "XDG_CACHE_HOME=" + t.TempDir()}
+	ms.cmd = exec.Command(binary, append(append([]string{"model-server"}, args...), "--port", port)...)
+	ms.cmd.Env = append(append(os.Environ(), "SAGEBOX_PYTHON=/usr/bin/python3"), env...)
+	ms.cmd.Env = append(ms.cmd.Env, ms.cacheEnv)
+	var log bytes.Buffer
+	ms.cmd.Stdout, ms.cmd.Stderr = &log, &log
+	if err := ms.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { ms.exited <- ms.cmd.Wait() }()
+	t.Cleanup(func() {
+		ms.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("model-server log:\n%s", log.String())
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(ms.url + "/ping")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return ms
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/ping never answered 200")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitExit waits for the process to exit 0 and checks that none of its
+// workers outlived it.
+func (ms *modelServer) waitExit(t *testing.T) {
+	t.Helper()
 	select {
-	case err := <-exited:
+	case err := <-ms.exited:
 		if err != nil {
 			t.Errorf("model-server exited with %v after SIGTERM", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("model-server did not exit after SIGTERM")
 	}
-	if out, _ := exec.Command("pgrep", "-f", "sagebox_runtime worker --socket").Output(); len(bytes.TrimSpace(out)) > 0 {
-		// Other tests may run workers concurrently; only ours carry our cache dir.
-		for _, pid := range strings.Fields(string(out)) {
-			if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && bytes.Contains(env, []byte(cmd.Env[len(cmd.Env)-1])) {
-				t.Errorf("worker %s outlived the model server", pid)
-			}
+	// Other tests may run workers concurrently; only ours carry our cache dir.
+	out, _ := exec.Command("pgrep", "-f", "sagebox_runtime worker --socket").Output()
+	for _, pid := range strings.Fields(string(out)) {
+		if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && bytes.Contains(env, []byte(ms.cacheEnv)) {
+			t.Errorf("worker %s outlived the model server", pid)
 		}
 	}
 }

@@ -386,12 +386,7 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 func (w *worker) roundTrip(ctx context.Context, conn *net.UnixConn, rd *wire.Reader, p *process, calls []*call) error {
 	s := w.srv
 	start := time.Now()
-	reqs := w.reqs[:0]
-	for _, c := range calls {
-		s.metrics.queueTime.Observe(start.Sub(c.enqueued).Seconds())
-		reqs = append(reqs, c.req)
-	}
-	w.reqs = reqs
+	reqs := w.requests(calls, start)
 	s.metrics.batchSize.Observe(float64(len(calls)))
 
 	_ = conn.SetDeadline(start.Add(s.cfg.RequestTimeout))
@@ -430,6 +425,18 @@ func (w *worker) roundTrip(ctx context.Context, conn *net.UnixConn, rd *wire.Rea
 	return nil
 }
 
+// requests collects the calls' requests for encoding, counting the time
+// each waited in the queue until start.
+func (w *worker) requests(calls []*call, start time.Time) []wire.Request {
+	reqs := w.reqs[:0]
+	for _, c := range calls {
+		w.srv.metrics.queueTime.Observe(start.Sub(c.enqueued).Seconds())
+		reqs = append(reqs, c.req)
+	}
+	w.reqs = reqs
+	return reqs
+}
+
 // deliver hands c the worker's answer r.
 func (w *worker) deliver(c *call, r *wire.Response) {
 	c.status = int(r.Status)
@@ -454,12 +461,7 @@ func (w *worker) deliver(c *call, r *wire.Response) {
 func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, rd *wire.Reader, p *process, calls []*call) error {
 	s := w.srv
 	start := time.Now()
-	reqs := w.reqs[:0]
-	for _, c := range calls {
-		s.metrics.queueTime.Observe(start.Sub(c.enqueued).Seconds())
-		reqs = append(reqs, c.req)
-	}
-	w.reqs = reqs
+	reqs := w.requests(calls, start)
 	_ = conn.SetDeadline(start.Add(s.cfg.RequestTimeout))
 	bufs := w.enc.EncodeEach(reqs)
 	_, err := bufs.WriteTo(conn)
