@@ -97,14 +97,20 @@ func InferSize(reqs []Request) int {
 
 // AppendInfer appends the complete INFER frame for reqs to dst.
 func AppendInfer(dst []byte, reqs []Request) []byte {
-	dst = binary.BigEndian.AppendUint32(dst, uint32(InferSize(reqs)-4))
-	dst = append(dst, byte(TypeInfer))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(reqs)))
+	dst = appendInferHead(dst, reqs)
 	for i := range reqs {
 		dst = appendRequestMeta(dst, &reqs[i])
 		dst = append(dst, reqs[i].Body...)
 	}
 	return dst
+}
+
+// appendInferHead appends the frame header and request count of the INFER
+// frame for reqs.
+func appendInferHead(dst []byte, reqs []Request) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(InferSize(reqs)-4))
+	dst = append(dst, byte(TypeInfer))
+	return binary.BigEndian.AppendUint32(dst, uint32(len(reqs)))
 }
 
 // InferEncoder builds INFER frames as a list of buffers for one vectored
@@ -129,18 +135,13 @@ func (e *InferEncoder) EncodeEach(reqs []Request) net.Buffers { return e.encode(
 func (e *InferEncoder) encode(reqs []Request, each bool) net.Buffers {
 	s := e.scratch[:0]
 	e.cuts = e.cuts[:0]
-	head := func(s []byte, batch []Request) []byte {
-		s = binary.BigEndian.AppendUint32(s, uint32(InferSize(batch)-4))
-		s = append(s, byte(TypeInfer))
-		return binary.BigEndian.AppendUint32(s, uint32(len(batch)))
-	}
 	if !each {
-		s = head(s, reqs)
+		s = appendInferHead(s, reqs)
 	}
 	for i := range reqs {
 		r := &reqs[i]
 		if each {
-			s = head(s, reqs[i:i+1])
+			s = appendInferHead(s, reqs[i:i+1])
 		}
 		s = appendRequestMeta(s, r)
 		if len(r.Body) > inlineBody {
