@@ -44,7 +44,11 @@ SAGEMAKER_STARTUP_TIMEOUT, SAGEMAKER_TS_BATCH_SIZE, SAGEMAKER_TS_MAX_BATCH_DELAY
 SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT, SAGEMAKER_MAX_PAYLOAD_IN_MB (or
 TS_MAX_REQUEST_SIZE), SAGEBOX_QUEUE_SIZE (or TS_JOB_QUEUE_SIZE) and
 SAGEBOX_INCLUDE_TRACEBACK. Each acts alone: setting one SAGEMAKER_TS_* variable
-does not reset the others. SAGEBOX_PYTHON chooses the interpreter.`,
+does not reset the others. SAGEBOX_PYTHON chooses the interpreter.
+
+On Linux the server and its workers run under the SCHED_BATCH policy, so that
+they do not interrupt each other at every hand-off of a request (more
+throughput under load); SAGEBOX_SCHED_BATCH=false keeps the default policy.`,
 		Example: `  sagebox model-server --model-dir ./model
   SAGEMAKER_TS_BATCH_SIZE=8 sagebox model-server --model-data model.tar.gz --port 8080`,
 		Args: cobra.NoArgs,

@@ -20,7 +20,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if c.Program != "inference.py" || c.Workers != 0 || c.RequestTimeout != 60*time.Second ||
 				c.StartupTimeout != 600*time.Second || c.BatchSize != 1 || c.MaxBatchDelay != 100*time.Millisecond ||
 				c.DefaultAccept != "application/json" || c.MaxPayload != 6291456 || c.QueueSize != 100 ||
-				c.IncludeTraceback || c.GPUs != -1 {
+				c.IncludeTraceback || c.GPUs != -1 || !c.BatchScheduling || DefaultConfig().BatchScheduling {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -35,10 +35,12 @@ func TestConfigFromEnv(t *testing.T) {
 			"SAGEMAKER_MAX_PAYLOAD_IN_MB":          "10",
 			"SAGEBOX_QUEUE_SIZE":                   "7",
 			"SAGEBOX_INCLUDE_TRACEBACK":            "true",
+			"SAGEBOX_SCHED_BATCH":                  "false",
 		}, func(t *testing.T, c Config) {
 			if c.Program != "serve.py" || c.Workers != 3 || c.RequestTimeout != 20*time.Second ||
 				c.StartupTimeout != 30*time.Second || c.BatchSize != 8 || c.MaxBatchDelay != 5*time.Millisecond ||
-				c.DefaultAccept != "text/csv" || c.MaxPayload != 10<<20 || c.QueueSize != 7 || !c.IncludeTraceback {
+				c.DefaultAccept != "text/csv" || c.MaxPayload != 10<<20 || c.QueueSize != 7 || !c.IncludeTraceback ||
+				c.BatchScheduling {
 				t.Fatalf("got %+v", c)
 			}
 		}},
@@ -100,6 +102,7 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"TS_MAX_REQUEST_SIZE", "6MB", "must be a positive integer"},
 		{"SAGEBOX_QUEUE_SIZE", "0", "must be a positive integer"},
 		{"SAGEBOX_INCLUDE_TRACEBACK", "maybe", "must be true or false"},
+		{"SAGEBOX_SCHED_BATCH", "fast", `SAGEBOX_SCHED_BATCH="fast": must be true or false`},
 		{"SAGEMAKER_BIND_TO_PORT", "70000", "must be a port number"},
 		{"SAGEMAKER_MULTI_MODEL", "true", "multi-model endpoints are not supported"},
 	}

@@ -9,3 +9,6 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// batchScheduling does nothing: SCHED_BATCH is Linux's.
+func batchScheduling() (int, error) { return 0, nil }

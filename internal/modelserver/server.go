@@ -277,6 +277,14 @@ func (s *Server) prepare(ctx context.Context) error {
 			s.logger.Info("sizing the Go scheduler to leave the CPUs to the workers", "gomaxprocs", procs, "was", was)
 		}
 	}
+	if cfg.BatchScheduling {
+		// Before the workers start, so that they inherit the policy.
+		if moved, err := batchScheduling(); err != nil {
+			s.logger.Warn("could not move the model server to SCHED_BATCH; running under the default policy", "error", err)
+		} else if moved > 0 {
+			s.logger.Info("scheduling the front end and the workers as batch work (SCHED_BATCH)", "threads", moved)
+		}
+	}
 	s.mu.Lock()
 	for i := range n {
 		gpu := -1
