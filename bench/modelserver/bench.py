@@ -7,6 +7,8 @@ One run measures, each configuration in fresh processes:
 
     sagebox (unbatched)        sagebox model-server, SAGEMAKER_TS_BATCH_SIZE=1
     sagebox (batch 16, 5 ms)   SAGEMAKER_TS_BATCH_SIZE=16, SAGEMAKER_TS_MAX_BATCH_DELAY=5
+                               (both with SAGEBOX_SCHED_BATCH=true, the setting for a
+                               dedicated serving host; --sagebox-env changes it)
     FastAPI + uvicorn          serve_fastapi.py (uvicorn --workers N, TCP_NODELAY, uvloop/httptools)
     direct loop                direct.py: input_fn -> predict_fn -> output_fn in a loop, no HTTP
 
@@ -303,6 +305,7 @@ def measure_http(name, url, proc, split, conc, args, body_file, log, metrics_bas
 def run_sagebox(name, batch, delay_ms, args, body_file, tmp, log, extra_env=None, binary=None):
     port = free_port()
     env = base_env()
+    env.update(parse_env(args.sagebox_env))
     env.update(extra_env or {})
     env.update(
         SAGEBOX_PYTHON=args.python,
@@ -341,6 +344,8 @@ def run_fastapi(args, body_file, tmp, log):
     env["MODEL_DIR"] = MODEL_DIR
     log_path = os.path.join(tmp, "fastapi.log")
     cmd = [args.python, os.path.join(HERE, "serve_fastapi.py"), "--port", str(port), "--workers", str(args.workers)]
+    if args.fastapi_sched_batch:
+        cmd = ["chrt", "--batch", "0"] + cmd
     if args.fastapi_shared_socket:
         cmd.append("--shared-socket")
     proc = start(cmd, env, log_path)
@@ -399,7 +404,10 @@ def report(cells, args, body_len, started, waited, out):
     w("machine: %s, %d CPUs, %s, Python %s\n" % (cpu_model or platform.processor(), NCPU, platform.platform(terse=True), platform.python_version()))
     w("model: MLP 64-256-256-10 (85,002 parameters, ~0.17 MFLOP per row), JSON in (%d bytes) and out\n" % body_len)
     w("setup: %d workers per server, OMP_NUM_THREADS=1 everywhere; wrk -t1; %d s per cell after %d s of warm-up; "
-      "median of %d run%s\n\n" % (args.workers, args.duration, args.warmup, args.repeat, "" if args.repeat == 1 else "s"))
+      "median of %d run%s\n" % (args.workers, args.duration, args.warmup, args.repeat, "" if args.repeat == 1 else "s"))
+    w("sagebox environment: %s; FastAPI %s\n\n" % (
+        args.sagebox_env if args.sagebox_env not in ("", "-") else "defaults",
+        "under SCHED_BATCH (chrt --batch 0)" if args.fastapi_sched_batch else "under the default policy"))
 
     head = "%-26s %3s %9s %8s %8s   %-26s %5s %5s  %s\n"
     w(head % ("configuration", "c", "req/s", "p50 ms", "p99 ms", "CPU µs/req: server | wrk", "idle", "other", "notes"))
@@ -488,7 +496,7 @@ def parse_env(spec):
     for kv in spec.split(","):
         k, sep, v = kv.partition("=")
         if not sep or not k:
-            raise SystemExit("--ab: %r is not KEY=VALUE" % kv)
+            raise SystemExit("%r is not KEY=VALUE" % kv)
         out[k] = v
     return out
 
@@ -544,6 +552,11 @@ def main():
     p.add_argument("--bin-b", help="with --ab: the sagebox binary for B (default --bin)")
     p.add_argument("--pairs", type=int, default=8, help="with --ab: pairs of runs (default 8)")
     p.add_argument("--ab-batch", type=int, default=16, help="with --ab: SAGEMAKER_TS_BATCH_SIZE (default 16)")
+    p.add_argument("--sagebox-env", default="SAGEBOX_SCHED_BATCH=true",
+                   help="extra environment of every sagebox server ('K=V,K2=V2' or '-'; default "
+                        "SAGEBOX_SCHED_BATCH=true, the dedicated-host setting; --ab environments apply on top)")
+    p.add_argument("--fastapi-sched-batch", action="store_true",
+                   help="run FastAPI under SCHED_BATCH too (chrt --batch 0); it gains nothing from it here")
     p.add_argument("--fastapi-shared-socket", action="store_true",
                    help="serve FastAPI from one shared socket (uvicorn --workers) instead of one per worker")
     args = p.parse_args()

@@ -101,15 +101,18 @@ type Config struct {
 	// BatchScheduling has Start move the whole process, and so the workers
 	// it starts, to Linux's SCHED_BATCH policy (threads under a policy
 	// other than the default are left alone; nice values are kept). Woken
-	// threads then no longer preempt the one running on their CPU, and
-	// the front end and the workers stop interrupting each other on every
+	// threads then no longer preempt the one running on their CPU, so the
+	// front end and the workers stop interrupting each other at every
 	// hand-off of a request: on 2 CPUs with 2 workers, 1.25× the batched
-	// and 1.1× the unbatched throughput (bench/modelserver). The price is
-	// that under full CPU load a woken thread may wait for the running one
-	// to block, or at most for the end of its time slice, before it runs.
-	// ConfigFromEnv turns it on (SAGEBOX_SCHED_BATCH=false turns it off);
-	// DefaultConfig leaves it off, because the setting is process-wide.
-	// No effect outside Linux.
+	// and 1.15× the unbatched throughput (bench/modelserver). The price is
+	// paid when other programs keep the CPUs busy: the server's threads no
+	// longer preempt them either and wait for them to block or use up
+	// their time slice: next to two busy loops, one request at a time
+	// was served at a quarter of the rate (median of 4 alternating pairs,
+	// p50 up to 10× higher). Hence off by default, meant for a
+	// dedicated serving host; SAGEBOX_SCHED_BATCH=true in ConfigFromEnv.
+	// Process-wide, so a process that embeds several servers should leave
+	// it off. No effect outside Linux.
 	BatchScheduling bool
 }
 
@@ -154,15 +157,14 @@ func DefaultConfig() Config {
 //	SAGEMAKER_MAX_PAYLOAD_IN_MB           payload limit, first set wins (6 MiB)
 //	SAGEBOX_QUEUE_SIZE, TS_JOB_QUEUE_SIZE queue size, first set wins (100)
 //	SAGEBOX_INCLUDE_TRACEBACK             tracebacks in error bodies (false)
-//	SAGEBOX_SCHED_BATCH                   SCHED_BATCH for the process and its workers (true)
+//	SAGEBOX_SCHED_BATCH                   SCHED_BATCH for the process and its workers (false)
 //
 // A server configured this way is a process of its own, so GoProcs is
-// AutoGoProcs (GOMAXPROCS, when set, still wins) and BatchScheduling is on. SAGEMAKER_BIND_TO_PORT is
+// AutoGoProcs (GOMAXPROCS, when set, still wins). SAGEMAKER_BIND_TO_PORT is
 // read by Port. Bad values are errors that name the variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
 	c.GoProcs = AutoGoProcs
-	c.BatchScheduling = true
 	var errs []string
 	bad := func(name, val, want string) {
 		errs = append(errs, fmt.Sprintf("%s=%q: %s", name, val, want))

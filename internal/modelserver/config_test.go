@@ -20,7 +20,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if c.Program != "inference.py" || c.Workers != 0 || c.RequestTimeout != 60*time.Second ||
 				c.StartupTimeout != 600*time.Second || c.BatchSize != 1 || c.MaxBatchDelay != 100*time.Millisecond ||
 				c.DefaultAccept != "application/json" || c.MaxPayload != 6291456 || c.QueueSize != 100 ||
-				c.IncludeTraceback || c.GPUs != -1 || !c.BatchScheduling || DefaultConfig().BatchScheduling {
+				c.IncludeTraceback || c.GPUs != -1 || c.BatchScheduling {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -35,12 +35,12 @@ func TestConfigFromEnv(t *testing.T) {
 			"SAGEMAKER_MAX_PAYLOAD_IN_MB":          "10",
 			"SAGEBOX_QUEUE_SIZE":                   "7",
 			"SAGEBOX_INCLUDE_TRACEBACK":            "true",
-			"SAGEBOX_SCHED_BATCH":                  "false",
+			"SAGEBOX_SCHED_BATCH":                  "true",
 		}, func(t *testing.T, c Config) {
 			if c.Program != "serve.py" || c.Workers != 3 || c.RequestTimeout != 20*time.Second ||
 				c.StartupTimeout != 30*time.Second || c.BatchSize != 8 || c.MaxBatchDelay != 5*time.Millisecond ||
 				c.DefaultAccept != "text/csv" || c.MaxPayload != 10<<20 || c.QueueSize != 7 || !c.IncludeTraceback ||
-				c.BatchScheduling {
+				!c.BatchScheduling {
 				t.Fatalf("got %+v", c)
 			}
 		}},
