@@ -24,7 +24,13 @@ const (
 	TypeWorkerTimeout    = "WorkerTimeout"
 	TypeWorkerDied       = "WorkerDied"
 	TypeInternal         = "InternalServerError"
+	TypeClientGone       = "ClientClosedRequest"
 )
+
+// StatusClientClosedRequest is the status (nginx's 499) recorded for a
+// request dropped because its client hung up before a worker took it. No
+// one reads it; it shows in the logs and the request metrics.
+const StatusClientClosedRequest = 499
 
 // Error is a failed invocation as the client sees it: an HTTP status and
 // the JSON body {"code", "type", "message"[, "traceback"]}.

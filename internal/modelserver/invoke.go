@@ -3,6 +3,7 @@ package modelserver
 import (
 	"context"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/sagebox/sagebox/internal/wire"
@@ -16,7 +17,10 @@ type call struct {
 	// because invoke does not return while a worker may still read it.
 	req      wire.Request
 	enqueued time.Time
-	timer    *time.Timer
+	// conn is the client's connection when the HTTP server exposes its
+	// socket (nil otherwise), to see whether the client is still there.
+	conn  syscall.Conn
+	timer *time.Timer
 	// done receives one value when the outcome fields are set.
 	done chan struct{}
 

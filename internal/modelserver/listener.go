@@ -1,8 +1,10 @@
 package modelserver
 
 import (
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -46,4 +48,22 @@ func (c *lingeringConn) Close() error {
 		c.TCPConn.Close()
 	}()
 	return nil
+}
+
+// clientGone reports whether the client at the other end of c has closed
+// the connection (or reset it), without consuming anything it sent: a
+// non-blocking peek reads end-of-file. Like net/http's check, this also
+// takes a client that only shut down its sending side for gone.
+func clientGone(c syscall.Conn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	_ = rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		gone = (n == 0 && err == nil) || errors.Is(err, syscall.ECONNRESET)
+	})
+	return gone
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sagebox/sagebox/internal/wire"
@@ -53,9 +54,10 @@ func (h *HTTPServer) Shutdown(ctx context.Context) error { return h.fs.ShutdownW
 // The routes run on fasthttp rather than net/http: per request it costs
 // the front end about half the CPU (no per-request background read, no
 // header maps), and on a machine whose CPUs the Python workers share that
-// is throughput (bench/README.md). The price is that a client that hangs
-// up is not noticed: its request is still answered (and dropped), bounded
-// by the request timeout.
+// is throughput (bench/README.md). fasthttp does not notice a client that
+// hangs up while its request runs; instead, a worker taking a request that
+// waited in the queue checks that its client is still there and drops it
+// if not (worker.dropAbandoned).
 func (s *Server) HTTPServer(errorLog *log.Logger) *HTTPServer {
 	srv := &fasthttp.Server{
 		Handler:                      s.serveHTTP,
@@ -211,6 +213,9 @@ func (s *Server) handleInvocations(ctx *fasthttp.RequestCtx) {
 	// The body is the server's buffer, valid until this handler returns,
 	// which is after the worker has read it (see invoke).
 	c.req.Body = ctx.PostBody()
+	if sc, ok := ctx.Conn().(syscall.Conn); ok {
+		c.conn = sc
+	}
 	hdr := &ctx.Request.Header
 	c.req.ContentType = string(hdr.ContentType())
 	c.req.Accept = string(hdr.Peek("Accept"))

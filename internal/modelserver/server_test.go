@@ -565,11 +565,14 @@ func TestShutdownGraceExpires(t *testing.T) {
 	}
 }
 
-// A client that hangs up is not noticed (fasthttp gives no signal): its
-// request is still answered, into the void, and leaves nothing behind.
-func TestClientGoneIsStillAnsweredAndForgotten(t *testing.T) {
+// A client that hangs up while its request waits for a worker: once the
+// request has waited abandonCheckAfter, the worker that takes it sees the
+// closed connection and drops it without running it, and a client still
+// waiting behind it is served.
+func TestClientGoneBeforeAWorkerTookItIsDropped(t *testing.T) {
 	ts := startTestServer(t, testOptions{})
-	go ts.invoke(t, "sleep:300ms")
+	busy := make(chan response, 1)
+	go func() { busy <- ts.invoke(t, "sleep:400ms") }()
 	eventually(t, "worker busy", func() bool { return ts.pending.Load() == 1 && ts.queue.Len() == 0 })
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/invocations", strings.NewReader("gone"))
@@ -580,8 +583,25 @@ func TestClientGoneIsStillAnsweredAndForgotten(t *testing.T) {
 		}
 	}()
 	eventually(t, "queued", func() bool { return ts.queue.Len() == 1 })
+	kept := make(chan response, 1)
+	go func() { kept <- ts.invoke(t, "kept") }()
+	eventually(t, "both queued", func() bool { return ts.queue.Len() == 2 })
 	cancel()
-	eventually(t, "answered", func() bool { return ts.pending.Load() == 0 && ts.queue.Len() == 0 })
+
+	if r := <-busy; r.code != 200 {
+		t.Fatalf("busy request: %d %s", r.code, r.body)
+	}
+	if r := <-kept; r.code != 200 || r.body != "kept" {
+		t.Fatalf("request of a client that stayed: %d %s", r.code, r.body)
+	}
+	eventually(t, "nothing pending", func() bool { return ts.pending.Load() == 0 && ts.queue.Len() == 0 })
+	b, _ := os.ReadFile(filepath.Join(ts.state, "batches.log"))
+	if n := strings.Count(string(b), "\n"); n != 2 {
+		t.Errorf("the worker ran %d batches, want 2 (the abandoned request must not reach it)", n)
+	}
+	if !strings.Contains(ts.logText(), "the client closed the connection after waiting") {
+		t.Errorf("the drop is not logged:\n%s", ts.logText())
+	}
 	if r := ts.invoke(t, "after"); r.code != 200 {
 		t.Fatalf("next request: %d %s", r.code, r.body)
 	}

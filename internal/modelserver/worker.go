@@ -370,6 +370,9 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 			<-p.exited
 			return fmt.Errorf("worker process %s while idle", p.exitDescription())
 		}
+		if calls = w.dropAbandoned(calls, time.Now()); len(calls) == 0 {
+			continue
+		}
 		trip := w.roundTrip
 		if s.cfg.BatchSize == 1 && len(calls) > 1 {
 			trip = w.pipeline
@@ -380,6 +383,31 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 		}
 		clear(w.calls)
 	}
+}
+
+// abandonCheckAfter is how long a request must have waited in the queue
+// before a worker taking it checks that its client is still connected.
+// Requests normally wait far less and skip the check (a system call); when
+// the server is overloaded and clients give up and hang up, their requests
+// are dropped instead of taking a worker's time.
+const abandonCheckAfter = 100 * time.Millisecond
+
+// dropAbandoned answers, and removes from calls, the ones that waited at
+// least abandonCheckAfter and whose client has closed its connection.
+func (w *worker) dropAbandoned(calls []*call, now time.Time) []*call {
+	kept := calls[:0]
+	for _, c := range calls {
+		if c.conn == nil || now.Sub(c.enqueued) < abandonCheckAfter || !clientGone(c.conn) {
+			kept = append(kept, c)
+			continue
+		}
+		c.err = errorf(StatusClientClosedRequest, TypeClientGone,
+			"the client closed the connection after waiting %s for a worker", now.Sub(c.enqueued).Round(time.Millisecond))
+		c.workerID = w.id
+		c.done <- struct{}{}
+	}
+	clear(calls[len(kept):])
+	return kept
 }
 
 // roundTrip sends one batch and delivers the worker's answers.
