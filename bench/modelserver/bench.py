@@ -11,6 +11,8 @@ One run measures, each configuration in fresh processes:
                                dedicated serving host; --sagebox-env changes it)
     FastAPI + uvicorn          serve_fastapi.py (uvicorn --workers N, TCP_NODELAY, uvloop/httptools)
     direct loop                direct.py: input_fn -> predict_fn -> output_fn in a loop, no HTTP
+    HTTP floor                 httpfloor/: a fasthttp server answering a constant, no handler
+                               (what any HTTP server and wrk cost per request here)
 
 at concurrency 1 and 32 (wrk -t1 -cC --latency; post.lua POSTs the body), all
 serving bench/modelserver/model/code/inference.py with the same number of
@@ -56,6 +58,7 @@ GOALS = {
     "added_p50_ms": 0.3,  # sagebox unbatched p50 - direct p50 at c=1
     "batching": 4.0,  # sagebox batched / unbatched req/s at c=32
 }
+HTTP_FLOOR = "HTTP floor (no handler)"
 OTHER_LIMIT = 0.1  # cores used by other programs above which a cell is flagged
 
 
@@ -364,6 +367,34 @@ def run_fastapi(args, body_file, tmp, log):
     return cells
 
 
+def run_httpfloor(args, body_file, tmp, log):
+    """The HTTP floor: httpfloor/ (built here with go build) under wrk at the
+    highest concurrency, with sagebox's GOMAXPROCS rule."""
+    binary = os.path.join(tmp, "httpfloor")
+    if not os.path.exists(binary):
+        if not shutil.which("go"):
+            log("    skipped: go is not installed")
+            return []
+        out = subprocess.run(["go", "build", "-o", binary, "./bench/modelserver/httpfloor"], cwd=ROOT,
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit("building httpfloor failed:\n" + out.stderr)
+    port = free_port()
+    env = base_env()
+    env["GOMAXPROCS"] = str(max(1, NCPU // 2))
+    log_path = os.path.join(tmp, "httpfloor.log")
+    proc = start([binary, "-addr", "127.0.0.1:%d" % port], env, log_path)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        wait_ready(base + "/ping", proc, 30, log_path)
+        cell = measure_http(HTTP_FLOOR, base + "/invocations", proc, lambda pid: "Go", max(args.concurrency),
+                            args, body_file, log)
+    finally:
+        stop(proc)
+    cell.note = "fasthttp, constant answer, GOMAXPROCS %s" % env["GOMAXPROCS"]
+    return [cell]
+
+
 def run_direct(args, body_file, procs, batch, label, conc, log):
     runs = []
     for _ in range(args.repeat):
@@ -469,6 +500,24 @@ def report(cells, args, body_len, started, waited, out):
         w("  FastAPI, share of the direct limit:              %.0f%%\n" % (100 * fa32.rps / d32.rps))
     if bb32 and db:
         w("  sagebox batched, share of the batched limit:     %.0f%% (%.0f of %.0f req/s)\n" % (100 * bb32.rps / db.rps, bb32.rps, db.rps))
+    floor = find(HTTP_FLOOR, max(args.concurrency))
+    if floor and floor.cpu:
+        # CPU per request of HTTP alone (server + wrk), and of the handlers
+        # alone (each direct process keeps one CPU busy): no server that
+        # runs these handlers behind HTTP here can spend less than their
+        # sum, so NCPU divided by it bounds its throughput from above.
+        http_us = sum(floor.cpu.values())
+        w("  HTTP floor, CPU per request:                     %.0f µs (server %.0f + wrk %.0f; %.0f req/s)\n"
+          % (http_us, floor.cpu.get("Go", 0), floor.cpu.get("wrk", 0), floor.rps))
+        if d32:
+            ceiling = NCPU / (args.workers / d32.rps + http_us / 1e6)
+            w("  ceiling for ANY server, unbatched:               %.0f req/s = %.2fx FastAPI (%.0f µs handlers + %.0f µs HTTP per request)\n"
+              % (ceiling, ceiling / fa32.rps if fa32 else 0, args.workers / d32.rps * 1e6, http_us))
+        if db and d32:
+            ceiling_b = NCPU / (args.workers / db.rps + http_us / 1e6)
+            w("  ceiling for ANY server, batch %-2d:                %.0f req/s = %.2fx the unbatched ceiling%s\n"
+              % (args.batch_size, ceiling_b, ceiling_b / ceiling,
+                 ", %.2fx sagebox unbatched" % (ceiling_b / sb32.rps) if sb32 else ""))
 
     w("\nnotes\n"
       "  * wrk runs on the same %d CPUs as the servers and competes with them: its CPU per request is in the\n"
@@ -476,7 +525,9 @@ def report(cells, args, body_len, started, waited, out):
       "  * 'idle' and 'other' are CPUs (of %d) left idle and used by programs outside the benchmark.\n"
       "  * direct loop c=1 is one process timing each call; c=32 is %d processes (one per worker) in parallel.\n"
       "  * sagebox batched at c=1 waits out the 5 ms batch delay for requests that never come: that is what\n"
-      "    SAGEMAKER_TS_MAX_BATCH_DELAY means, not overhead.\n" % (NCPU, NCPU, args.workers))
+      "    SAGEMAKER_TS_MAX_BATCH_DELAY means, not overhead.\n"
+      "  * the ceilings are generous: the direct loop's handlers run with warm caches and no one to share\n"
+      "    their CPU with, and the floor moves no request to any worker.\n" % (NCPU, NCPU, args.workers))
     flagged = [c for c in cells if c.other is not None and c.other > OTHER_LIMIT]
     if flagged:
         w("  * WARNING: other programs used CPU during %s; those numbers are low. Rerun on a quiet machine.\n"
@@ -543,8 +594,8 @@ def main():
     p.add_argument("--concurrency", default="1,32", help="wrk connections, comma-separated (default 1,32)")
     p.add_argument("--batch-size", type=int, default=16, help="batched configuration (default 16)")
     p.add_argument("--batch-delay", type=int, default=5, help="batched configuration, ms (default 5)")
-    p.add_argument("--only", default="sagebox,batched,fastapi,direct",
-                   help="configurations to run, a comma-separated subset of sagebox,batched,fastapi,direct")
+    p.add_argument("--only", default="sagebox,batched,fastapi,floor,direct",
+                   help="configurations to run, a comma-separated subset of sagebox,batched,fastapi,floor,direct")
     p.add_argument("--json", help="also write the cells as JSON to this file")
     p.add_argument("--ab", nargs=2, metavar=("ENV_A", "ENV_B"),
                    help="instead of the table: alternate sagebox servers with these extra environments "
@@ -604,6 +655,9 @@ def main():
             if "fastapi" in only:
                 log("FastAPI + uvicorn")
                 rnd += run_fastapi(one, body_file, tmp, log)
+            if "floor" in only:
+                log(HTTP_FLOOR)
+                rnd += run_httpfloor(one, body_file, tmp, log)
             if "direct" in only:
                 log("direct loop")
                 for c in args.concurrency:
