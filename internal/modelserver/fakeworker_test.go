@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // The fake worker is this test binary re-executed (the helper-process
@@ -25,6 +27,9 @@ import (
 //	FAKE_LOAD_DELAY=<duration>         sleep before answering LOAD
 //	FAKE_LOAD_FAIL_UNTIL=<n>           fail LOAD until n loads were recorded
 //	FAKE_STATE_DIR=<dir>               records: load-<pid>.json, batches.log
+//	FAKE_HOLD=0                        answer each INFER with its own write
+//	                                   (default: hold answers back while the
+//	                                   next INFER is buffered, as worker.py)
 //
 // Bodies: "crash" exits 3 (after writing "boom" to stderr), "oom" SIGKILLs
 // itself, "sigterm" sends itself SIGTERM, "hang" never answers,
@@ -67,7 +72,8 @@ func fakeWorkerMain() int {
 	}
 	hello, _ := wire.AppendJSON(nil, wire.TypeHello, wire.Hello{Version: wire.Version, PID: os.Getpid(), Python: "fake"})
 	conn.Write(hello)
-	rd := wire.NewReader(bufio.NewReader(conn), 64<<20)
+	br := bufio.NewReader(conn)
+	rd := wire.NewReader(br, 64<<20)
 	p, err := rd.ReadFrameOf(wire.TypeLoad, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake worker: read LOAD:", err)
@@ -108,6 +114,33 @@ func fakeWorkerMain() int {
 	b, _ := wire.AppendJSON(nil, wire.TypeLoaded, wire.Loaded{OK: true, BatchAware: true})
 	conn.Write(b)
 
+	// Like the real worker: record progress in the page and hold answers
+	// back while the next INFER is already buffered (FAKE_HOLD=0: never).
+	var page []byte
+	if load.Progress != "" {
+		if f, err := os.OpenFile(load.Progress, os.O_RDWR, 0); err == nil {
+			page, _ = unix.Mmap(int(f.Fd()), 0, 16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			f.Close()
+		}
+	}
+	mark := func(id uint64, running bool) {
+		if page == nil {
+			return
+		}
+		var t int64
+		if running {
+			t = monotonicNow()
+		}
+		binary.LittleEndian.PutUint64(page[0:8], id)
+		binary.LittleEndian.PutUint64(page[8:16], uint64(t))
+	}
+	nextBuffered := func() bool {
+		h, err := br.Peek(br.Buffered())
+		return err == nil && len(h) >= wire.HeaderSize && len(h) >= 4+int(binary.BigEndian.Uint32(h))
+	}
+	hold := page != nil && os.Getenv("FAKE_HOLD") != "0"
+	var pending []byte
+
 	var reqs []wire.Request
 	for {
 		p, err := rd.ReadFrameOf(wire.TypeInfer, nil)
@@ -125,6 +158,7 @@ func fakeWorkerMain() int {
 			f.Close()
 		}
 		start := time.Now()
+		mark(reqs[0].ID, true)
 		res := wire.Result{}
 		for _, r := range reqs {
 			body := string(r.Body)
@@ -172,8 +206,14 @@ func fakeWorkerMain() int {
 			res.Responses = append(res.Responses, wire.Response{ID: r.ID, Status: 200, ContentType: ct, Headers: hdrs, Body: r.Body})
 		}
 		res.HandlerNanos = uint64(time.Since(start))
-		if _, err := conn.Write(wire.AppendResult(nil, &res)); err != nil {
+		mark(reqs[0].ID, false)
+		pending = wire.AppendResult(pending, &res)
+		if hold && nextBuffered() {
+			continue
+		}
+		if _, err := conn.Write(pending); err != nil {
 			return 0
 		}
+		pending = pending[:0]
 	}
 }

@@ -215,6 +215,9 @@ def predict_fn(data, model):
         os._exit(7)
     if value == "hang":
         time.sleep(600)
+    if value == "busy":
+        time.sleep(0.3)
+        value = 0
     if value == "raise":
         raise ValueError("cannot predict on raise")
     return {"y": value * model["scale"], "attrs": attrs}
@@ -261,6 +264,25 @@ func TestPythonWorkerExits(t *testing.T) {
 	ts.waitRestarted(t, pid)
 	if r := ts.invoke(t, "2"); r.code != 200 || !jsonEqual(r.body, `{"y": 6}`) {
 		t.Fatalf("after restart: %d %s", r.code, r.body)
+	}
+}
+
+// The real worker holds quick answers back while the next request is
+// already waiting (worker.py). When it dies on one of the requests it took
+// together, that one fails; the others, the one answered but held back
+// included, are answered by the restarted worker.
+func TestPythonPipelinedCrashFailsOnlyItsRequest(t *testing.T) {
+	requireTorch(t)
+	ts := startPyServer(t, pyModelDir(t, customInference), true, nil)
+	rs := queueBehind(t, ts, `"busy"`, []string{"1", `"die"`, "2"})
+	if rs[0].code != 200 || !jsonEqual(rs[0].body, `{"y": 3}`) {
+		t.Errorf("the request before the crash: %d %s", rs[0].code, rs[0].body)
+	}
+	if rs[1].code != 502 || !strings.Contains(rs[1].body, "exited with code 7 while handling this request") {
+		t.Errorf("the request that crashed the worker: %d %s", rs[1].code, rs[1].body)
+	}
+	if rs[2].code != 200 || !jsonEqual(rs[2].body, `{"y": 6}`) {
+		t.Errorf("the request after the crash: %d %s", rs[2].code, rs[2].body)
 	}
 }
 

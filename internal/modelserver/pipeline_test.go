@@ -9,13 +9,20 @@ import (
 	"time"
 )
 
-// queueBehindBusyWorker occupies the only worker with a slow request, then
-// queues bodies in order and returns their responses once all are answered.
+// queueBehindBusyWorker occupies the only worker with a slow request (the
+// fake worker's "sleep:300ms"), then queues bodies in order and returns
+// their responses once all are answered.
 func queueBehindBusyWorker(t *testing.T, ts *testServer, bodies []string) []response {
+	t.Helper()
+	return queueBehind(t, ts, "sleep:300ms", bodies)
+}
+
+// queueBehind is queueBehindBusyWorker with busy as the slow request.
+func queueBehind(t *testing.T, ts *testServer, busy string, bodies []string) []response {
 	t.Helper()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if r := ts.invoke(t, "sleep:300ms"); r.code != 200 {
+		if r := ts.invoke(t, busy); r.code != 200 {
 			t.Errorf("the request occupying the worker: %d %s", r.code, r.body)
 		}
 	})
@@ -74,5 +81,49 @@ func TestPipelineCrashFailsOnlyItsRequest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An answer the worker holds back behind a slower request is not taken
+// for a timeout: each request has the full timeout from when the worker
+// started it, which its progress page says.
+func TestPipelineHeldAnswerWaitsForTheRunningRequest(t *testing.T) {
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.RequestTimeout = time.Second }})
+	// The fake worker holds the first answer until the second request is
+	// done, 1.2 s after the first started: past the first's own deadline,
+	// within the second's.
+	rs := queueBehindBusyWorker(t, ts, []string{"sleep:600ms", "sleep:600ms"})
+	for i, r := range rs {
+		if r.code != 200 {
+			t.Errorf("request %d: %d %s", i, r.code, r.body)
+		}
+	}
+	if h := ts.Health(); h.Workers[0].Restarts != 0 || len(ts.loads(t)) != 1 {
+		t.Errorf("the worker was restarted (%d restarts, %d loads)", h.Workers[0].Restarts, len(ts.loads(t)))
+	}
+}
+
+// The progress page lives in the socket directory for the worker's life,
+// and is removed with it.
+func TestProgressPageFollowsTheWorkersLife(t *testing.T) {
+	ts := startTestServer(t, testOptions{})
+	loads := ts.loads(t)
+	if len(loads) != 1 || loads[0].Load.Progress == "" {
+		t.Fatalf("LOAD records %+v, want one naming a progress page", loads)
+	}
+	page := loads[0].Load.Progress
+	if fi, err := os.Stat(page); err != nil || fi.Size() != progressSize || filepath.Dir(page) != ts.sockDir {
+		t.Fatalf("progress page %s: %v, %v (socket dir %s)", page, fi, err, ts.sockDir)
+	}
+	if r := ts.invoke(t, "x"); r.code != 200 {
+		t.Fatalf("invoke: %d %s", r.code, r.body)
+	}
+	ts.invoke(t, "crash") // the next life gets a page of its own
+	eventually(t, "worker restarted", func() bool { return len(ts.loads(t)) == 2 })
+	if _, err := os.Stat(page); !os.IsNotExist(err) {
+		t.Fatalf("the dead worker's page is still there: %v", err)
+	}
+	if p2 := ts.loads(t); p2[0].Load.Progress == p2[1].Load.Progress {
+		t.Fatalf("both lives got the page %s", page)
 	}
 }

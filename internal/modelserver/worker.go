@@ -174,6 +174,14 @@ func (w *worker) life(ctx context.Context, gen int) (loaded bool, err error) {
 	}
 	ln.SetUnlinkOnClose(true)
 	defer ln.Close()
+	// Without a progress page the worker answers every request with its
+	// own write and failures are blamed on the first unanswered request.
+	pg, err := newProgressPage(filepath.Join(s.sockDir, fmt.Sprintf("w%d-%d.progress", w.id, gen)))
+	if err != nil {
+		w.logger.Warn("worker runs without a progress page", "error", err)
+		pg = nil
+	}
+	defer pg.close()
 
 	p, err := startProcess(procSpec{
 		path:   s.python,
@@ -227,13 +235,13 @@ func (w *worker) life(ctx context.Context, gen int) (loaded bool, err error) {
 			c.Close()
 		}
 	}
-	c, br, err := w.handshake(ln, p, register, logger)
+	c, br, err := w.handshake(ln, p, pg, register, logger)
 	if err != nil {
 		return false, err
 	}
 	w.setState(WorkerLoaded, 0, nil)
 	logger.Info("model loaded")
-	return true, w.serve(ctx, lifeCtx, c, br, p)
+	return true, w.serve(ctx, lifeCtx, c, br, p, pg)
 }
 
 // stopProcess ends p. Gently means the server is stopping and the worker
@@ -266,7 +274,7 @@ func (w *worker) loadFailure(p *process, step string) *LoadError {
 
 // handshake accepts the worker's connection and runs HELLO and LOAD within
 // the startup timeout.
-func (w *worker) handshake(ln *net.UnixListener, p *process, register func(*net.UnixConn), logger *slog.Logger) (*net.UnixConn, *bufio.Reader, error) {
+func (w *worker) handshake(ln *net.UnixListener, p *process, pg *progressPage, register func(*net.UnixConn), logger *slog.Logger) (*net.UnixConn, *bufio.Reader, error) {
 	s := w.srv
 	timeout := s.cfg.StartupTimeout
 	deadline := time.Now().Add(timeout)
@@ -313,6 +321,10 @@ func (w *worker) handshake(ln *net.UnixListener, p *process, register func(*net.
 	}
 	logger.Debug("worker connected", "python", hello.Python)
 
+	var progress string
+	if pg != nil {
+		progress = pg.path
+	}
 	load, err := wire.AppendJSON(nil, wire.TypeLoad, wire.Load{
 		ModelDir:      s.modelDir,
 		Program:       s.cfg.Program,
@@ -323,6 +335,7 @@ func (w *worker) handshake(ln *net.UnixListener, p *process, register func(*net.
 		ServerName:    "sagebox",
 		ServerVersion: s.cfg.ServerVersion,
 		DefaultAccept: s.cfg.DefaultAccept,
+		Progress:      progress,
 	})
 	if err == nil {
 		_, err = conn.Write(load)
@@ -356,7 +369,7 @@ func (w *worker) handshake(ln *net.UnixListener, p *process, register func(*net.
 
 // serve feeds batches to a loaded worker until it fails or the queue is
 // closed and empty.
-func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *bufio.Reader, p *process) error {
+func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *bufio.Reader, p *process, pg *progressPage) error {
 	s := w.srv
 	rd := wire.NewReader(br, s.resultFrameLimit)
 	for {
@@ -373,11 +386,12 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 		if calls = w.dropAbandoned(calls, time.Now()); len(calls) == 0 {
 			continue
 		}
-		trip := w.roundTrip
 		if s.cfg.BatchSize == 1 && len(calls) > 1 {
-			trip = w.pipeline
+			err = w.pipeline(ctx, conn, br, rd, p, pg, calls)
+		} else {
+			err = w.roundTrip(ctx, conn, rd, p, calls)
 		}
-		if err := trip(ctx, conn, rd, p, calls); err != nil {
+		if err != nil {
 			clear(w.calls)
 			return err
 		}
@@ -482,11 +496,16 @@ func (w *worker) deliver(c *call, r *wire.Response) {
 // consecutive batches of one in a single write, and delivers each answer as
 // it arrives. The handlers still see one request at a time; what the calls
 // share is the write and the worker's wake-up, which on a busy machine cost
-// more than a small model's forward pass. Each call has the full request
-// timeout from when the one before it was answered. When the worker fails
-// on a call, that call fails and the ones after it, which the worker never
-// started, go back to the front of the queue.
-func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, rd *wire.Reader, p *process, calls []*call) error {
+// more than a small model's forward pass. The worker may hold quick
+// answers back while the next request is already waiting for it, and
+// write them together (python/sagebox_runtime/worker.py); its progress
+// page says which request it is running meanwhile. Each call has the full
+// request timeout from when the worker started it (from when the call
+// before it was answered, without a progress page). When the worker fails,
+// the call it was running fails; the others it had not answered go back to
+// the front of the queue: the ones after it were never started, and the
+// ones before it, whose answers died with the worker, run again.
+func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Reader, rd *wire.Reader, p *process, pg *progressPage, calls []*call) error {
 	s := w.srv
 	start := time.Now()
 	reqs := w.requests(calls, start)
@@ -503,16 +522,24 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, rd *wire.Read
 			var payload []byte
 			// A fresh buffer per answer: the body aliases it until the
 			// HTTP handler has written it.
-			if payload, err = rd.ReadFrameOf(wire.TypeResult, nil); err == nil {
-				err = wire.DecodeResult(payload, &w.res)
+			if err = w.awaitAnswer(conn, br, pg, calls[i:]); err == nil {
+				if payload, err = rd.ReadFrameOf(wire.TypeResult, nil); err == nil {
+					err = wire.DecodeResult(payload, &w.res)
+				}
 			}
 			if err == nil && (len(w.res.Responses) != 1 || w.res.Responses[0].ID != c.req.ID) {
 				err = fmt.Errorf("%w: %d answers, or not for request %d, where one was due", wire.ErrMalformed, len(w.res.Responses), c.req.ID)
 			}
 		}
 		if err != nil {
-			s.queue.Requeue(calls[i+1:])
-			return w.failBatch(ctx, p, calls[i:i+1], err)
+			k := i
+			if j := pg.running(calls[i:]); j > 0 {
+				k = i + j
+			}
+			again := make([]*call, 0, len(calls)-i-1)
+			again = append(append(again, calls[i:k]...), calls[k+1:]...)
+			s.queue.Requeue(again)
+			return w.failBatch(ctx, p, calls[k:k+1], err)
 		}
 		now := time.Now()
 		s.metrics.batchSize.Observe(1)
@@ -524,6 +551,30 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, rd *wire.Read
 		w.res.Responses = w.res.Responses[:0]
 	}
 	return nil
+}
+
+// awaitAnswer waits for the worker's answer to calls[0] to start arriving.
+// When the read deadline passes while the worker is still within the
+// request timeout of the call it is running (the answer to calls[0] may be
+// held back with that one's), the deadline moves (progressPage.extendDeadline).
+// Once the answer starts, the whole frame has a request timeout to arrive.
+func (w *worker) awaitAnswer(conn *net.UnixConn, br *bufio.Reader, pg *progressPage, calls []*call) error {
+	var last progressMark
+	for {
+		_, err := br.Peek(1)
+		if err == nil {
+			_ = conn.SetReadDeadline(time.Now().Add(w.srv.cfg.RequestTimeout))
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		d, ok := pg.extendDeadline(calls, w.srv.cfg.RequestTimeout, &last)
+		if !ok {
+			return err
+		}
+		_ = conn.SetReadDeadline(d)
+	}
 }
 
 // reorder swaps into place i the call whose id matches rs[i], and reports

@@ -11,7 +11,20 @@
 // frames it reads one by one, in order. The front end has one INFER in
 // flight per worker, except with batching off: then it may write several
 // single-request INFERs back to back (at most 8) and read their RESULTs in
-// the same order; the worker needs no special handling for that.
+// the same order. A worker given a progress page (LOAD's "progress") may
+// hold a RESULT back while the next INFER has already arrived and write
+// several RESULTs at once; it then keeps the page up to date.
+//
+// # Progress page
+//
+// A file of 4096 bytes that the front end creates and both sides map:
+//
+//	u64 id of the first request of the INFER the worker is handling
+//	u64 CLOCK_MONOTONIC nanoseconds when its handlers started; 0 once done
+//
+// little-endian, at offset 0, written by the worker before and after each
+// INFER's handlers. The front end reads it when the worker dies or an
+// answer is late, to tell which request was running and for how long.
 //
 // # Framing
 //
@@ -34,7 +47,8 @@
 //	             (-1 on CPU), "batch_size": int, "worker_id": int,
 //	             "workers": int (pool size, to size CPU thread pools),
 //	             "server_name": "sagebox", "server_version": str,
-//	             "default_accept": str}
+//	             "default_accept": str, "progress": str (optional: the
+//	             progress page's path)}
 //	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}
 //	             or {"ok": false, "error": {"type": str, "message": str,
 //	             "traceback": str}}. model_fn has run exactly once when ok.

@@ -23,6 +23,9 @@ type Load struct {
 	ServerName    string `json:"server_name"`
 	ServerVersion string `json:"server_version"`
 	DefaultAccept string `json:"default_accept"`
+	// Progress is the path of the progress page the worker records the
+	// request it runs in (doc.go); empty for none.
+	Progress string `json:"progress,omitempty"`
 }
 
 // Loaded is the payload of LOADED, the worker's answer to LOAD.

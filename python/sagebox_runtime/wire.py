@@ -520,6 +520,18 @@ class Connection:
         self._start = start + total
         return mtype, self._mv[start + 5 : start + total]
 
+    def buffered_frame(self) -> bool:
+        """Whether a whole frame is already read and waiting (no system call)."""
+        n = self._end - self._start
+        if n < 5:
+            return False
+        (length,) = _U32.unpack_from(self._buf, self._start)
+        return n >= 4 + length
+
+    def send_parts(self, parts):
+        """Write the joined parts (whole frames) with one sendall."""
+        self.sock.sendall(b"".join(parts))
+
     def send(self, mtype: int, payload=b""):
         self.sock.sendall(frame(mtype, payload))
 

@@ -13,7 +13,17 @@ PING with a PONG, until the front end closes the connection (exit 0).
 * A frame it does not understand (unknown type, INFER before a successful
   LOAD, a second LOAD after one succeeded, a malformed payload) makes it
   print the reason on stderr and exit with status 2.
-* Each RESULT is written with a single ``sendall``.
+* Answers are written whole: a RESULT frame is never split over two writes.
+  When LOAD names a progress page (field ``progress``, a file the front end
+  maps too), the worker records in it which request it is running and since
+  when, and holds an answer back while the next INFER has already arrived
+  (the front end writes several at once with batching off), so that the
+  answers to those go out in one write. Only quick answers are held (under
+  1 ms of handler time), and none for longer than 1 ms plus the time of
+  one more request. Each write is a system call, and on
+  some virtual machines a system call costs a Python worker far more than
+  the call itself (bench/README.md, round 5). The front end reads the page
+  when the worker dies or runs long, to tell which request was running.
 * CPU threads: when neither ``OMP_NUM_THREADS`` nor ``MKL_NUM_THREADS`` is
   set and the model server runs more than one worker (LOAD field ``workers``,
   else ``SAGEMAKER_MODEL_SERVER_WORKERS``), each worker uses
@@ -34,10 +44,12 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import mmap
 import os
 import platform
 import signal
 import socket
+import struct
 import sys
 import time
 import traceback
@@ -151,6 +163,32 @@ def _load(conn, payload):
     return h
 
 
+# The progress page (LOAD field "progress"): u64 id of the first request of
+# the INFER being handled, u64 CLOCK_MONOTONIC ns when its handlers started,
+# 0 once they finished. Little-endian, at offset 0.
+_PROGRESS = struct.Struct("<QQ")
+
+# Answers are held back only while they come this quickly, and none longer
+# than this plus the time of one more request.
+_HOLD_NS = 1_000_000
+
+
+def _open_progress(path):
+    """Map the front end's progress page; None (and the old one-write-per-
+    answer behaviour) when there is none or it cannot be mapped."""
+    if not path:
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            return mmap.mmap(fd, _PROGRESS.size)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as e:
+        log.warning("cannot map the progress page %s (%s); answering each request with its own write", path, e)
+        return None
+
+
 def _internal_failure(requests, exc):
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return [
@@ -168,6 +206,9 @@ def serve(conn):
     handler = None
     recv = conn.recv
     perf = time.perf_counter_ns
+    progress = None  # the front end's progress page, once LOAD named one
+    pending = []  # parts of RESULT frames held back, in order
+    held_since = 0  # perf_counter_ns when the first of them was ready
     try:
         while True:
             mtype, payload = recv()
@@ -175,18 +216,37 @@ def serve(conn):
                 if handler is None:
                     raise ProtocolExit("INFER before a successful LOAD")
                 requests = wire.decode_infer(payload)
+                rid = requests[0].id if requests else 0
                 t0 = perf()
+                if progress is not None:
+                    _PROGRESS.pack_into(progress, 0, rid, time.monotonic_ns() or 1)
                 try:
                     results = handler.run_batch(requests)
                 except Exception as e:  # a bug here, never user code
                     results = _internal_failure(requests, e)
-                conn.send_result(perf() - t0, results)
+                t1 = perf()
+                if progress is None:
+                    conn.send_result(t1 - t0, results)
+                    continue
+                _PROGRESS.pack_into(progress, 0, rid, 0)
+                if not pending:
+                    held_since = t1
+                pending.extend(wire.result_frame_parts(t1 - t0, results))
+                # Hold the answer back while the next INFER is already here
+                # and answers are quick (module docstring).
+                if t1 - t0 >= _HOLD_NS or t1 - held_since >= _HOLD_NS or not conn.buffered_frame():
+                    conn.send_parts(pending)
+                    pending.clear()
             elif mtype == wire.PING:
-                conn.send(wire.PONG)
+                pending.append(wire.frame(wire.PONG))
+                conn.send_parts(pending)
+                pending.clear()
             elif mtype == wire.LOAD:
                 if handler is not None:
                     raise ProtocolExit("a second LOAD after the model was loaded")
                 handler = _load(conn, payload)
+                if handler is not None:
+                    progress = _open_progress(handler.cfg.extra.get("progress"))
             elif mtype is None:
                 log.debug("front end closed the connection")
                 return 0

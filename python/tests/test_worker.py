@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -564,6 +565,93 @@ def test_load_failures_then_success(tmp_path, worker_factory):
     assert w.conn.recv() == (None, None)
     assert w.proc.wait(timeout=10) == 2
     assert "second LOAD" in w.stderr()
+
+
+# ================================================================ progress page
+
+
+PROGRESS = '''
+import json, os, struct, time
+
+def model_fn(model_dir):
+    return None
+
+def input_fn(data, content_type):
+    return json.loads(data)
+
+def predict_fn(data, model):
+    time.sleep(data["sleep"])
+    with open(os.environ["PROGRESS_PAGE"], "rb") as f:
+        rid, started = struct.unpack("<QQ", f.read(16))
+    return {"page_id": rid, "started": started, "now": time.monotonic_ns()}
+
+def output_fn(prediction, accept):
+    return json.dumps(prediction)
+'''
+
+
+@pytest.fixture()
+def progress_worker(tmp_path, worker_factory):
+    page = tmp_path / "w.progress"
+    page.write_bytes(b"\0" * 4096)
+    write_code(tmp_path, PROGRESS)
+    w = worker_factory(env={"PROGRESS_PAGE": str(page)})
+    loaded = w.load(tmp_path, batch_size=1, progress=str(page))
+    assert loaded["ok"], loaded
+    return w, page
+
+
+def _send_infers(w, rids, sleep):
+    w.conn.send_parts([wire.frame(wire.INFER, wire.encode_infer([req(r, json.dumps({"sleep": sleep}))])) for r in rids])
+
+
+def _read_result(w):
+    mtype, payload = w.conn.recv()
+    assert mtype == wire.RESULT, (mtype, w.stderr())
+    _, (res,) = wire.decode_result(payload)
+    return res
+
+
+def test_progress_page_records_the_running_request(progress_worker):
+    w, page = progress_worker
+    _send_infers(w, [11, 12, 13], 0)
+    for rid in (11, 12, 13):
+        res = _read_result(w)
+        assert res.id == rid and res.status == 200, res
+        seen = jbody(res)
+        # While its handlers ran, the page named this request and a start
+        # time on the clock the front end reads (CLOCK_MONOTONIC).
+        assert seen["page_id"] == rid, seen
+        assert 0 < seen["started"] <= seen["now"], seen
+    rid, started = struct.unpack("<QQ", page.read_bytes()[:16])
+    assert (rid, started) == (13, 0)  # done: nothing running
+
+
+def test_quick_answers_to_waiting_requests_go_out_in_one_write(progress_worker):
+    w, _ = progress_worker
+    # Three requests written at once, each answered in 0.3 ms: answered
+    # one write at a time, the first answer would arrive 0.3 ms before the
+    # second; held back, all three arrive together.
+    _send_infers(w, [21, 22, 23], 0.0003)
+    assert _read_result(w).id == 21
+    assert w.conn.buffered_frame(), "the second answer did not arrive with the first"
+    assert _read_result(w).id == 22
+    assert w.conn.buffered_frame(), "the third answer did not arrive with the first"
+    assert _read_result(w).id == 23
+    # A PING behind a held answer is answered after it, in order.
+    _send_infers(w, [24], 0)
+    w.conn.send(wire.PING)
+    assert _read_result(w).id == 24
+    assert w.conn.recv()[0] == wire.PONG
+
+
+def test_slow_answers_are_not_held(progress_worker):
+    w, _ = progress_worker
+    _send_infers(w, [31, 32], 0.1)
+    assert _read_result(w).id == 31
+    # Held back, the first answer would have waited 100 ms for the second.
+    assert not w.conn.buffered_frame(), "a slow answer was held back"
+    assert _read_result(w).id == 32
 
 
 # ================================================================ protocol (no torch import needed)
