@@ -114,6 +114,10 @@ type Config struct {
 	// Process-wide, so a process that embeds several servers should leave
 	// it off. No effect outside Linux.
 	BatchScheduling bool
+
+	// pipelineQuick overrides the constant of that name (tests that need
+	// slow requests taken together); zero keeps it.
+	pipelineQuick time.Duration
 }
 
 // AutoGoProcs is the GoProcs value that applies the automatic rule.

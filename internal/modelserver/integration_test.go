@@ -273,7 +273,7 @@ func TestPythonWorkerExits(t *testing.T) {
 // included, are answered by the restarted worker.
 func TestPythonPipelinedCrashFailsOnlyItsRequest(t *testing.T) {
 	requireTorch(t)
-	ts := startPyServer(t, pyModelDir(t, customInference), true, nil)
+	ts := startPyServer(t, pyModelDir(t, customInference), true, takeSlowTogether)
 	rs := queueBehind(t, ts, `"busy"`, []string{"1", `"die"`, "2"})
 	if rs[0].code != 200 || !jsonEqual(rs[0].body, `{"y": 3}`) {
 		t.Errorf("the request before the crash: %d %s", rs[0].code, rs[0].body)

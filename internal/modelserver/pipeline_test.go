@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// takeSlowTogether lets a worker take several waiting requests even after
+// the slow one that occupied it (share), as it does for quick ones.
+func takeSlowTogether(c *Config) { c.pipelineQuick = time.Hour }
+
 // queueBehindBusyWorker occupies the only worker with a slow request (the
 // fake worker's "sleep:300ms"), then queues bodies in order and returns
 // their responses once all are answered.
@@ -39,7 +43,7 @@ func queueBehind(t *testing.T, ts *testServer, busy string, bodies []string) []r
 // With batching off, the requests a worker takes together still reach the
 // handlers one per batch, each with its own answer.
 func TestPipelineKeepsBatchesOfOne(t *testing.T) {
-	ts := startTestServer(t, testOptions{})
+	ts := startTestServer(t, testOptions{mutate: takeSlowTogether})
 	rs := queueBehindBusyWorker(t, ts, []string{"a", "status:415", "c", "d"})
 	for i, want := range []int{200, 415, 200, 200} {
 		if rs[i].code != want || rs[i].header.Get("X-Batch-Size") != "" && rs[i].header.Get("X-Batch-Size") != "1" {
@@ -67,7 +71,10 @@ func TestPipelineCrashFailsOnlyItsRequest(t *testing.T) {
 		{"hang", "timed out", 504},
 	} {
 		t.Run(tt.body, func(t *testing.T) {
-			ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.RequestTimeout = 2 * time.Second }})
+			ts := startTestServer(t, testOptions{mutate: func(c *Config) {
+				takeSlowTogether(c)
+				c.RequestTimeout = 2 * time.Second
+			}})
 			rs := queueBehindBusyWorker(t, ts, []string{"a", tt.body, "c", "d"})
 			if rs[0].code != 200 || rs[0].body != "a" {
 				t.Errorf("request before the failure: %d %s", rs[0].code, rs[0].body)
@@ -88,7 +95,10 @@ func TestPipelineCrashFailsOnlyItsRequest(t *testing.T) {
 // for a timeout: each request has the full timeout from when the worker
 // started it, which its progress page says.
 func TestPipelineHeldAnswerWaitsForTheRunningRequest(t *testing.T) {
-	ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.RequestTimeout = time.Second }})
+	ts := startTestServer(t, testOptions{mutate: func(c *Config) {
+		takeSlowTogether(c)
+		c.RequestTimeout = time.Second
+	}})
 	// The fake worker holds the first answer until the second request is
 	// done, 1.2 s after the first started: past the first's own deadline,
 	// within the second's.
@@ -125,5 +135,30 @@ func TestProgressPageFollowsTheWorkersLife(t *testing.T) {
 	}
 	if p2 := ts.loads(t); p2[0].Load.Progress == p2[1].Load.Progress {
 		t.Fatalf("both lives got the page %s", page)
+	}
+}
+
+// With batching off, a worker does not keep waiting requests to itself
+// while another worker is idle, nor slow ones at all: eight slow requests
+// arriving together on two workers are shared between them.
+func TestPipelineSharesWithIdleWorkers(t *testing.T) {
+	ts := startTestServer(t, testOptions{workers: 2})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	perWorker := map[string]int{}
+	for range 8 {
+		wg.Go(func() {
+			r := ts.invoke(t, "sleep:200ms")
+			if r.code != 200 {
+				t.Errorf("invoke: %d %s", r.code, r.body)
+			}
+			mu.Lock()
+			perWorker[r.header.Get("X-Worker-Id")]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(perWorker) != 2 || perWorker["0"] < 3 || perWorker["1"] < 3 {
+		t.Fatalf("requests per worker %v, want them shared", perWorker)
 	}
 }

@@ -39,6 +39,11 @@ import (
 // benchmark's MLP: 8 gives 1.37x the throughput of 1, and 1.16x that of 4.
 const pipelineDepth = 8
 
+// pipelineQuick is the handler time under which a worker keeps several
+// waiting requests to itself. Slower requests gain nothing from sharing a
+// wake-up, and a worker holding them makes the others wait.
+const pipelineQuick = 2 * time.Millisecond
+
 // Server is one model behind the SageMaker inference contract.
 type Server struct {
 	cfg     Config
@@ -55,6 +60,7 @@ type Server struct {
 	nextID   atomic.Uint64
 	pending  atomic.Int64 // invocations accepted and not yet answered
 	loaded   atomic.Int32 // workers with the model loaded
+	idle     atomic.Int32 // workers waiting for requests
 	stopping atomic.Bool
 
 	resultFrameLimit int

@@ -70,11 +70,12 @@ type worker struct {
 	srv    *Server
 	logger *slog.Logger
 
-	// Reused by the serving goroutine only.
-	calls []*call
-	reqs  []wire.Request
-	enc   wire.InferEncoder
-	res   wire.Result
+	// Used by the serving goroutine only.
+	handlerAvg time.Duration // moving average of handler time, batches of one
+	calls      []*call
+	reqs       []wire.Request
+	enc        wire.InferEncoder
+	res        wire.Result
 
 	mu         sync.Mutex
 	state      WorkerState
@@ -373,7 +374,9 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 	s := w.srv
 	rd := wire.NewReader(br, s.resultFrameLimit)
 	for {
+		s.idle.Add(1)
 		calls, err := s.queue.Next(lifeCtx, w.calls[:0])
+		s.idle.Add(-1)
 		w.calls = calls
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, batch.ErrClosed) {
@@ -382,6 +385,9 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 			// The process exited while idle: nothing was lost.
 			<-p.exited
 			return fmt.Errorf("worker process %s while idle", p.exitDescription())
+		}
+		if s.cfg.BatchSize == 1 {
+			calls = w.share(calls)
 		}
 		if calls = w.dropAbandoned(calls, time.Now()); len(calls) == 0 {
 			continue
@@ -397,6 +403,35 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 		}
 		clear(w.calls)
 	}
+}
+
+// share keeps the part of calls, taken together with batching off, that
+// is this worker's to run, and puts the rest back at the front of the
+// queue: one call when its handlers are slow (pipelineQuick), else an
+// even share with the workers waiting for requests, so that no worker
+// runs a queue of requests one after another while others stand idle.
+func (w *worker) share(calls []*call) []*call {
+	keep := len(calls)
+	quick := pipelineQuick
+	if w.srv.cfg.pipelineQuick > 0 {
+		quick = w.srv.cfg.pipelineQuick
+	}
+	if w.handlerAvg >= quick {
+		keep = 1
+	} else if others := int(w.srv.idle.Load()); others > 0 {
+		keep = (len(calls) + others) / (others + 1)
+	}
+	if keep >= len(calls) {
+		return calls
+	}
+	w.srv.queue.Requeue(calls[keep:])
+	clear(calls[keep:])
+	return calls[:keep]
+}
+
+// observeHandler folds the handler time of a batch of one into handlerAvg.
+func (w *worker) observeHandler(nanos uint64) {
+	w.handlerAvg += (time.Duration(nanos) - w.handlerAvg) / 4
 }
 
 // abandonCheckAfter is how long a request must have waited in the queue
@@ -449,6 +484,9 @@ func (w *worker) roundTrip(ctx context.Context, conn *net.UnixConn, rd *wire.Rea
 	}
 	s.metrics.workerTime.Observe(time.Since(start).Seconds())
 	s.metrics.handlerTime.Observe(float64(w.res.HandlerNanos) / 1e9)
+	if len(calls) == 1 {
+		w.observeHandler(w.res.HandlerNanos)
+	}
 
 	rs := w.res.Responses
 	if len(rs) != len(calls) {
@@ -545,6 +583,7 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Rea
 		s.metrics.batchSize.Observe(1)
 		s.metrics.workerTime.Observe(now.Sub(prev).Seconds())
 		s.metrics.handlerTime.Observe(float64(w.res.HandlerNanos) / 1e9)
+		w.observeHandler(w.res.HandlerNanos)
 		prev = now
 		w.deliver(c, &w.res.Responses[0])
 		clear(w.res.Responses)
