@@ -25,6 +25,9 @@ const (
 	TypeWorkerDied       = "WorkerDied"
 	TypeInternal         = "InternalServerError"
 	TypeClientGone       = "ClientClosedRequest"
+	// TypeResponseStatus: the handler set a status of 400 or more through
+	// the context; its body, content type and headers are the answer.
+	TypeResponseStatus = "ResponseStatus"
 )
 
 // StatusClientClosedRequest is the status (nginx's 499) recorded for a

@@ -343,3 +343,42 @@ func TestPythonModelFnFails(t *testing.T) {
 		t.Fatalf("ping: %d %s", r.code, r.body)
 	}
 }
+
+// A status a handler sets through the context is its answer: the body,
+// content type and headers it wrote reach the client with it.
+func TestPythonHandlerStatusKeepsItsBody(t *testing.T) {
+	requireTorch(t)
+	ts := startPyServer(t, pyModelDir(t, `
+import json
+
+def model_fn(model_dir):
+    return None
+
+def transform_fn(model, data, content_type, accept, context):
+    key = json.loads(data)
+    context.set_response_header(0, "X-Amzn-SageMaker-Custom-Attributes", "key=" + str(key))
+    if key != "known":
+        context.set_response_status(404)
+        if key == "silent":
+            return b""
+        return json.dumps({"error": "no such key", "key": key}), "application/problem+json"
+    return json.dumps({"value": 1})
+`), true, nil)
+	r := ts.invoke(t, `"missing"`)
+	if r.code != 404 || !jsonEqual(r.body, `{"error": "no such key", "key": "missing"}`) {
+		t.Fatalf("404 from the handler: %d %s", r.code, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("content type %q", ct)
+	}
+	if a := r.header.Get("X-Amzn-SageMaker-Custom-Attributes"); a != "key=missing" {
+		t.Errorf("custom attributes %q", a)
+	}
+	r = ts.invoke(t, `"silent"`)
+	if r.code != 404 || r.errorBody(t).Type != TypeResponseStatus || r.header.Get("X-Amzn-SageMaker-Custom-Attributes") != "key=silent" {
+		t.Fatalf("404 without a body: %d %s %v", r.code, r.body, r.header)
+	}
+	if r := ts.invoke(t, `"known"`); r.code != 200 || !jsonEqual(r.body, `{"value": 1}`) {
+		t.Fatalf("known: %d %s", r.code, r.body)
+	}
+}

@@ -227,16 +227,22 @@ func (s *Server) handleInvocations(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, start, e)
 		return
 	}
-	if c.err != nil {
-		s.fail(ctx, start, c.err)
-		s.release(c)
-		return
-	}
 	resp := &ctx.Response
 	for _, kv := range c.headers {
 		if allowedResponseHeader(kv.Name) {
 			resp.Header.Add(kv.Name, kv.Value)
 		}
+	}
+	// A status the handler set through the context is its answer, body
+	// and all (an empty body gets the JSON error instead).
+	if c.err != nil && (c.err.Type != TypeResponseStatus || len(c.body) == 0) {
+		s.fail(ctx, start, c.err)
+		s.release(c)
+		return
+	}
+	if c.err != nil {
+		s.logger.Log(context.Background(), slogLevelFor(c.err.Code), c.err.Message,
+			"code", c.err.Code, "type", c.err.Type, "path", string(ctx.Path()))
 	}
 	if c.contentType != "" {
 		resp.Header.SetContentType(c.contentType)
