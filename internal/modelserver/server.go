@@ -300,6 +300,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		s.workers = append(s.workers, &worker{
 			id: i, gpu: gpu, srv: s, state: WorkerStarting,
 			logger: s.logger.With("worker", i),
+			// Until it has timed a request, a worker takes one at a time.
+			handlerAvg: pipelineQuick,
 		})
 	}
 	s.mu.Unlock()

@@ -407,7 +407,8 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 
 // share keeps the part of calls, taken together with batching off, that
 // is this worker's to run, and puts the rest back at the front of the
-// queue: one call when its handlers are slow (pipelineQuick), else an
+// queue: one call when its handlers are slow (pipelineQuick) or not yet
+// timed, else an
 // even share with the workers waiting for requests, so that no worker
 // runs a queue of requests one after another while others stand idle.
 func (w *worker) share(calls []*call) []*call {
