@@ -9,9 +9,13 @@ Decoding (``input_fn``)
 * ``application/json`` -> ``json.loads`` -> ``numpy.array`` -> float32 tensor.
   A body that is not JSON, or not a rectangular (nested) list of numbers,
   is a 400 (toolkit: 500 or an object array).
-* ``text/csv`` -> ``numpy.genfromtxt(delimiter=",")`` -> float32 tensor (1-D for
-  a single row; non-numeric cells become NaN, as in the toolkit). Ragged rows
-  or an empty body: 400.
+* ``text/csv`` -> float32 tensor, shaped as ``numpy.genfromtxt(delimiter=",")``
+  would (1-D for a single row). Decoding is strict: every cell must be a
+  number by Python's ``float()`` (``nan``/``inf`` allowed); an empty or
+  non-numeric cell (``1,x``, ``1,,3``, a header row), ragged rows or an empty
+  body is a 400 naming the line, column and cell. (The toolkit called
+  ``genfromtxt(dtype=None)``, which gives a structured array for ``1,x`` and
+  then fails with a 500.)
 * ``application/x-npy`` -> ``numpy.load(allow_pickle=False)``, dtype preserved
   (float64 stays float64, exactly like the toolkit). Pickled / object arrays
   are refused with a 400 (the toolkit unpickled whatever it was sent).
@@ -171,15 +175,58 @@ def decode_json(data) -> np.ndarray:
     return _numeric(arr, "JSON body")
 
 
+_CELL_SHOWN = 40  # characters of a bad CSV cell quoted back in a 400
+
+
+def _shown(cell: str) -> str:
+    cell = cell.strip()
+    if len(cell) > _CELL_SHOWN:
+        cell = cell[:_CELL_SHOWN] + "..."
+    return repr(cell)
+
+
 def decode_csv(data) -> np.ndarray:
+    """Strict numeric CSV -> float64 array, shaped like ``numpy.genfromtxt``.
+
+    Every cell must parse with Python's ``float()`` (so ``nan``/``inf`` and
+    surrounding blanks are fine); an empty or non-numeric cell, or rows of
+    different lengths, is a 400 naming the row/column (1-based) and the cell.
+    Blank lines and ``#`` comments are skipped, as genfromtxt did. The result
+    is squeezed like genfromtxt's: one row (or one column) gives a 1-D array,
+    a single value a 0-d one.
+    """
     text = body_text(data, ct.CSV)
-    if not text.strip():
+    rows = []
+    width = None
+    first_line = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0]
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if width is None:
+            width, first_line = len(cells), lineno
+        elif len(cells) != width:
+            raise BadInput(
+                "malformed CSV body: row at line %d has %d column%s, but the row at "
+                "line %d has %d; all rows must have the same number of columns"
+                % (lineno, len(cells), "" if len(cells) == 1 else "s", first_line, width)
+            )
+        row = []
+        for col, cell in enumerate(cells, 1):
+            try:
+                row.append(float(cell))
+            except ValueError:
+                what = "is empty" if not cell.strip() else "is not a number: %s" % _shown(cell)
+                raise BadInput(
+                    "malformed CSV body: cell at line %d, column %d %s "
+                    "(the default input_fn accepts numeric CSV only; implement "
+                    "input_fn for anything else)" % (lineno, col, what)
+                ) from None
+        rows.append(row)
+    if not rows:
         raise BadInput("empty CSV body")
-    try:
-        arr = np.genfromtxt(io.StringIO(text), delimiter=",")
-    except ValueError as e:
-        raise BadInput("malformed CSV body: %s" % str(e).strip()) from None
-    return arr
+    return np.array(rows, dtype=np.float64).squeeze()
 
 
 def decode_npy(data) -> np.ndarray:

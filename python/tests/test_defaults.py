@@ -59,14 +59,58 @@ def test_csv_is_float32_and_1d_for_one_row():
     assert t.dtype == torch.float32 and t.shape == (2, 3)
     one = d.decode_tensor("1,2,3", "text/csv")
     assert one.shape == (3,)
-    # non-numeric cells become NaN, as in the toolkit (genfromtxt)
-    assert np.isnan(d.decode_tensor(b"1,x", ct.CSV).numpy()[1])
+    # shaped like numpy.genfromtxt: one column -> 1-D, one value -> 0-d,
+    # blank lines / '#' comments / blanks around cells / CRLF are fine
+    assert d.decode_tensor(b"1\n2\n3\n", ct.CSV).shape == (3,)
+    assert d.decode_tensor(b"5", ct.CSV).shape == ()
+    t = d.decode_tensor(b"# c\r\n 1 , 2 \r\n\r\n3,4 # x\r\n", ct.CSV)
+    assert t.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+def test_csv_nan_and_inf_literals_still_decode():
+    t = d.decode_tensor(b"nan,inf,-inf,1e3", ct.CSV)
+    assert t.dtype == torch.float32 and t.shape == (4,)
+    v = t.numpy()
+    assert np.isnan(v[0]) and v[1] == np.inf and v[2] == -np.inf and v[3] == 1000.0
 
 
 @pytest.mark.parametrize("body", [b"", b"  \n", b"1,2\n3\n"])
 def test_csv_malformed_is_400(body):
-    with pytest.raises(BadInput):
+    with pytest.raises(BadInput) as e:
         d.decode_tensor(body, ct.CSV)
+    assert status_of(e.value) == 400
+
+
+# Strict: these used to decode to NaN (genfromtxt) and run the model on it.
+# The SageMaker toolkit does not match that either: it calls
+# genfromtxt(dtype=None), which gives a structured array for "1,x" and then
+# fails with a 500. sagebox answers 400 naming the problem.
+@pytest.mark.parametrize(
+    "body, needles",
+    [
+        (b"1,x", ["line 1", "column 2", "'x'"]),
+        (b"1,,3", ["line 1", "column 2", "empty"]),
+        (b"a,b\n1,2", ["line 1", "column 1", "'a'"]),
+        (b"1,2\n3", ["line 2", "1 column", "line 1 has 2"]),
+        (b"1,2\n3,4,5\n", ["line 2", "3 columns"]),
+        (b"1,2,", ["column 3", "empty"]),
+        (b"1;2", ["column 1", "'1;2'"]),
+    ],
+)
+def test_csv_non_numeric_or_ragged_is_400_naming_the_problem(body, needles):
+    with pytest.raises(BadInput) as e:
+        d.decode_tensor(body, ct.CSV)
+    assert status_of(e.value) == 400
+    msg = str(e.value)
+    for needle in needles:
+        assert needle in msg, (needle, msg)
+
+
+def test_csv_bad_cell_is_truncated_in_the_message():
+    with pytest.raises(BadInput) as e:
+        d.decode_tensor(b"1," + b"y" * 5000, ct.CSV)
+    msg = str(e.value)
+    assert "yyyy..." in msg and len(msg) < 400
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "uint8", "bool", "float16"])
