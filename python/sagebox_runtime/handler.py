@@ -194,11 +194,19 @@ def _drop_ctx(fn, k):
 
 
 class _Group:
-    __slots__ = ("members", "rows")
+    __slots__ = ("key", "members", "rows")
 
-    def __init__(self):
+    def __init__(self, key=None):
+        self.key = key  # (dtype, per-row shape) the members are stacked on
         self.members = []  # (i, tensor, media, rows, squeeze)
         self.rows = 0
+
+
+def _short_exc(e, limit=300):
+    msg = str(e).strip().replace("\n", " ")
+    if len(msg) > limit:
+        msg = msg[:limit] + "..."
+    return "%s: %s" % (type(e).__name__, msg) if msg else type(e).__name__
 
 
 def _split(out, rows, squeeze, total):
@@ -243,6 +251,7 @@ class Handler:
         self.mode = None
         self.warnings = []
         self.user = {}  # names of functions the user defined
+        self._unstacked_keys = set()  # group keys whose batched pass fell back (warned once)
 
     # ------------------------------------------------------------ loading
 
@@ -583,6 +592,20 @@ class Handler:
         except (Exception, SystemExit) as e:
             return self._fail(i, req, e)
 
+    def _warn_unstacked(self, key, n, rows, why):
+        """Warn, once per (dtype, row shape), that a batched pass fell back."""
+        if key in self._unstacked_keys:
+            return
+        self._unstacked_keys.add(key)
+        dtype, shape = key
+        log.warning(
+            "batched forward pass over %d requests (%d rows) of dtype %s and row shape %r "
+            "failed: %s; requests of that dtype/shape now run one by one for this batch "
+            "(later batches still try the batched pass first; this warning is not "
+            "repeated for this dtype/shape)",
+            n, rows, str(dtype).replace("torch.", ""), shape, why,
+        )
+
     def _run_stacked(self, requests):
         results = [None] * len(requests)
         groups = {}
@@ -606,7 +629,7 @@ class Handler:
                 rows, sq = t.shape[0], False
             g = groups.get(key)
             if g is None:
-                g = groups[key] = _Group()
+                g = groups[key] = _Group(key)
                 order.append(g)
             g.members.append((i, t, media, rows, sq))
             g.rows += rows
@@ -618,15 +641,20 @@ class Handler:
                 results[i] = self._predict_one(i, requests[i], t, media)
                 continue
             pieces = None
+            why = None
             try:
                 x = torch.cat([t.unsqueeze(0) if sq else t for (_, t, _, _, sq) in m])
                 out = self.defaults.predict_fn(x, self.model)
                 pieces = _split(out, [r for (*_, r, _) in m], [sq for (*_, sq) in m], g.rows)
-            except (Exception, SystemExit):
+                if pieces is None:
+                    why = "its output could not be split per request (not one row per input row)"
+            except (Exception, SystemExit) as e:
                 pieces = None
+                why = "it raised %s" % _short_exc(e)
             if pieces is None:
                 # Batched call failed or its output is not per-row: one by one,
                 # so that only a bad request fails.
+                self._warn_unstacked(g.key, len(m), g.rows, why)
                 for i, t, media, _, _ in m:
                     results[i] = self._predict_one(i, requests[i], t, media)
                 continue

@@ -249,6 +249,31 @@ def test_batch_failure_inside_forward_fails_only_its_request(counting_worker):
     assert calls() == [4, 1, 1, 1, 1]  # the batched try, then one by one
 
 
+def test_batch_fallback_warns_once_per_dtype_and_shape(tmp_path, worker_factory):
+    # a fresh worker: the warning is once per worker, so counting_worker's
+    # earlier tests must not have used it up
+    save_scripted(tmp_path)
+    write_code(tmp_path, COUNTING)
+    w = worker_factory()
+    assert w.load(tmp_path, batch_size=16)["ok"]
+    poisoned = [req(i, json.dumps([[i, 2, 3, 4]])) for i in range(2)] + [req(2, "[[666, 0, 0, 0]]")]
+    for _ in range(2):  # same dtype/shape twice: one warning
+        _, res = w.infer(poisoned)
+        assert [r.status for r in res] == [200, 200, 500]
+    err = w.stderr()
+    lines = [l for l in err.splitlines() if "batched forward pass" in l]
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert "WARNING" in line and "float32" in line and "(4,)" in line
+    assert "ValueError: poisoned input" in line and "one by one" in line
+    # another row shape (3 features: the model itself fails) warns on its own, once
+    for _ in range(2):
+        _, res = w.infer([req(i, "[[1,2,3]]") for i in range(2)])
+        assert [r.status for r in res] == [500, 500]
+    lines = [l for l in w.stderr().splitlines() if "batched forward pass" in l]
+    assert len(lines) == 2 and "(3,)" in lines[1] and "RuntimeError" in lines[1], lines
+
+
 # ================================================================ custom handlers with and without context
 
 CUSTOM = '''
