@@ -143,8 +143,10 @@ func TestVisibleGPUs(t *testing.T) {
 		cvd       string
 		want      int
 	}{
-		{0, "", 0},
-		{4, "", 4},
+		{0, "unset", 0},
+		{4, "unset", 4},
+		{4, "", 0},
+		{4, " ", 0},
 		{4, "0,2", 2},
 		{4, "1", 1},
 		{4, "-1", 0},
@@ -155,7 +157,11 @@ func TestVisibleGPUs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.cvd, func(t *testing.T) {
-			if got := visibleGPUs(tt.installed, tt.cvd); got != tt.want {
+			cvd, set := tt.cvd, tt.cvd != "unset"
+			if !set {
+				cvd = ""
+			}
+			if got := visibleGPUs(tt.installed, cvd, set); got != tt.want {
 				t.Fatalf("visibleGPUs(%d, %q) = %d, want %d", tt.installed, tt.cvd, got, tt.want)
 			}
 		})

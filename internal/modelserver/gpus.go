@@ -11,15 +11,17 @@ import (
 
 // CountGPUs returns the number of GPUs workers can use: the GPUs that
 // `nvidia-smi -L` lists, limited to those CUDA_VISIBLE_DEVICES names when it
-// is set. It returns 0 when nvidia-smi is missing or fails.
-func CountGPUs(ctx context.Context, getenv func(string) string) int {
+// is set (lookup is os.LookupEnv or one like it). It returns 0 when
+// nvidia-smi is missing or fails.
+func CountGPUs(ctx context.Context, lookup func(string) (string, bool)) int {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "nvidia-smi", "-L").Output()
 	if err != nil {
 		return 0
 	}
-	return visibleGPUs(countGPULines(out), getenv("CUDA_VISIBLE_DEVICES"))
+	cvd, set := lookup("CUDA_VISIBLE_DEVICES")
+	return visibleGPUs(countGPULines(out), cvd, set)
 }
 
 // countGPULines counts the "GPU n: ..." lines of nvidia-smi -L (MIG devices
@@ -36,10 +38,10 @@ func countGPULines(out []byte) int {
 }
 
 // visibleGPUs applies CUDA_VISIBLE_DEVICES to the number of installed GPUs.
-// CUDA stops at the first invalid entry, and "-1" or "" hide everything;
-// unset means all.
-func visibleGPUs(installed int, cvd string) int {
-	if cvd == "" {
+// CUDA stops at the first invalid entry, and "-1" or "" (set, but empty)
+// hide everything; unset means all.
+func visibleGPUs(installed int, cvd string, set bool) int {
+	if !set {
 		return installed
 	}
 	cvd = strings.TrimSpace(cvd)

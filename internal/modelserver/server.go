@@ -262,7 +262,7 @@ func (s *Server) prepare(ctx context.Context) error {
 
 	gpus := cfg.GPUs
 	if gpus < 0 {
-		gpus = CountGPUs(ctx, getenv)
+		gpus = CountGPUs(ctx, envLookupSet(cfg.Env))
 	}
 	n := cfg.Workers
 	if n == 0 {
@@ -312,16 +312,26 @@ func (s *Server) prepare(ctx context.Context) error {
 
 // envLookup returns a getenv over env, or os.Getenv when env is nil.
 func envLookup(env []string) func(string) string {
-	if env == nil {
-		return os.Getenv
-	}
+	lookup := envLookupSet(env)
 	return func(key string) string {
+		v, _ := lookup(key)
+		return v
+	}
+}
+
+// envLookupSet is envLookup that also tells whether key is set (to ""
+// perhaps), like os.LookupEnv.
+func envLookupSet(env []string) func(string) (string, bool) {
+	if env == nil {
+		return os.LookupEnv
+	}
+	return func(key string) (string, bool) {
 		for i := len(env) - 1; i >= 0; i-- {
 			if v, ok := strings.CutPrefix(env[i], key+"="); ok {
-				return v
+				return v, true
 			}
 		}
-		return ""
+		return "", false
 	}
 }
 
