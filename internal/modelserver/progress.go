@@ -82,6 +82,11 @@ func (p *progressPage) running(calls []*call) int {
 	if started == 0 {
 		return -1
 	}
+	return callIndex(calls, id)
+}
+
+// callIndex returns the index in calls of the one for request id, or -1.
+func callIndex(calls []*call, id uint64) int {
 	for i, c := range calls {
 		if c.req.ID == id {
 			return i
@@ -114,14 +119,7 @@ func (p *progressPage) extendDeadline(calls []*call, timeout time.Duration, last
 	if started == 0 {
 		return now.Add(timeout), moved
 	}
-	known := false
-	for _, c := range calls {
-		if c.req.ID == id {
-			known = true
-			break
-		}
-	}
-	if !known {
+	if callIndex(calls, id) < 0 {
 		return now.Add(timeout), moved
 	}
 	ran := time.Duration(monotonicNow() - started)
