@@ -178,9 +178,8 @@ func (w *worker) life(ctx context.Context, gen int) (loaded bool, err error) {
 	// Without a progress page the worker answers every request with its
 	// own write and failures are blamed on the first unanswered request.
 	pg, err := newProgressPage(filepath.Join(s.sockDir, fmt.Sprintf("w%d-%d.progress", w.id, gen)))
-	if err != nil {
+	if err != nil { // pg is nil
 		w.logger.Warn("worker runs without a progress page", "error", err)
-		pg = nil
 	}
 	defer pg.close()
 
@@ -408,9 +407,9 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 // share keeps the part of calls, taken together with batching off, that
 // is this worker's to run, and puts the rest back at the front of the
 // queue: one call when its handlers are slow (pipelineQuick) or not yet
-// timed, else an
-// even share with the workers waiting for requests, so that no worker
-// runs a queue of requests one after another while others stand idle.
+// timed, else an even share with the workers waiting for requests, so
+// that no worker runs a queue of requests one after another while others
+// stand idle.
 func (w *worker) share(calls []*call) []*call {
 	keep := len(calls)
 	quick := pipelineQuick

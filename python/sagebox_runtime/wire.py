@@ -541,7 +541,7 @@ class Connection:
     def send_result(self, handler_nanos: int, results):
         # One sendall for the whole frame: a worker that dies mid-batch never
         # leaves a half-written RESULT behind a complete-looking header.
-        self.sock.sendall(b"".join(result_frame_parts(handler_nanos, results)))
+        self.send_parts(result_frame_parts(handler_nanos, results))
 
     def close(self):
         try:

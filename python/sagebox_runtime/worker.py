@@ -20,10 +20,10 @@ PING with a PONG, until the front end closes the connection (exit 0).
   (the front end writes several at once with batching off), so that the
   answers to those go out in one write. Only quick answers are held (under
   1 ms of handler time), and none for longer than 1 ms plus the time of
-  one more request. Each write is a system call, and on
-  some virtual machines a system call costs a Python worker far more than
-  the call itself (bench/README.md, round 5). The front end reads the page
-  when the worker dies or runs long, to tell which request was running.
+  one more request. Each write is a system call, and on some virtual
+  machines a system call costs a Python worker far more than the call
+  itself (bench/README.md, round 5). The front end reads the page when the
+  worker dies or runs long, to tell which request was running.
 * CPU threads: when neither ``OMP_NUM_THREADS`` nor ``MKL_NUM_THREADS`` is
   set and the model server runs more than one worker (LOAD field ``workers``,
   else ``SAGEMAKER_MODEL_SERVER_WORKERS``), each worker uses
