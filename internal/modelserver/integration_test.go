@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -380,5 +383,61 @@ def transform_fn(model, data, content_type, accept, context):
 	}
 	if r := ts.invoke(t, `"known"`); r.code != 200 || !jsonEqual(r.body, `{"value": 1}`) {
 		t.Fatalf("known: %d %s", r.code, r.body)
+	}
+}
+
+// An answer larger than a worker may send fails alone with a 500 that says
+// why; the worker is not restarted (a RESULT over the frame limit used to
+// be a protocol error that killed it, and every request it held).
+func TestPythonOversizedAnswerFailsAlone(t *testing.T) {
+	requireTorch(t)
+	ts := startPyServer(t, pyModelDir(t, `
+import json
+
+def model_fn(model_dir):
+    return None
+
+def transform_fn(model, data, content_type, accept):
+    return b"x" * json.loads(data), "application/octet-stream"
+`), true, nil)
+	limit, _ := answerLimits(ts.cfg.MaxPayload, ts.cfg.BatchSize)
+	pid := ts.pids()[0]
+	n := limit - int64(len("application/octet-stream"))
+	if r := ts.invoke(t, strconv.FormatInt(n, 10)); r.code != 200 || int64(len(r.body)) != n {
+		t.Fatalf("an answer at the limit: %d, %d bytes", r.code, len(r.body))
+	}
+	r := ts.invoke(t, strconv.FormatInt(n+1, 10))
+	if r.code != 500 {
+		t.Fatalf("an answer over the limit: %d, %d bytes", r.code, len(r.body))
+	}
+	want := fmt.Sprintf("the response of %d bytes (body, content type and headers) is larger than the model server's limit of %d bytes", limit+1, limit)
+	if e := r.errorBody(t); e.Type != "ResponseTooLarge" || !strings.Contains(e.Message, want) {
+		t.Fatalf("an answer over the limit: %d %+v", r.code, e)
+	}
+	if r := ts.invoke(t, "3"); r.code != 200 || r.body != "xxx" {
+		t.Fatalf("after: %d %q", r.code, r.body)
+	}
+	if got := ts.pids(); len(got) != 1 || got[0] != pid {
+		t.Fatalf("worker pids %v, want still %d", got, pid)
+	}
+}
+
+func TestAnswerLimits(t *testing.T) {
+	for _, c := range []struct {
+		payload      int64
+		batch        int
+		answer       int64
+		frameAtLeast int64
+	}{
+		{DefaultMaxPayload, 1, 4 * DefaultMaxPayload, 4*DefaultMaxPayload + 1},
+		{1000, 8, 4 * DefaultMaxPayload, 8*4*DefaultMaxPayload + 1},
+		{100 << 20, 2, 400 << 20, 800<<20 + 1},
+		{2 << 30, 1, math.MaxUint32 - 1<<20, math.MaxUint32},
+		{1 << 30, 64, (math.MaxUint32 - 1<<20) / 64, 0},
+	} {
+		answer, frame := answerLimits(c.payload, c.batch)
+		if answer != c.answer || int64(frame) < c.frameAtLeast || int64(frame) > math.MaxUint32 || int64(frame) < answer*int64(c.batch) {
+			t.Errorf("answerLimits(%d, %d) = %d, %d; want answer %d, frame ≥ %d and ≤ 2^32-1", c.payload, c.batch, answer, frame, c.answer, c.frameAtLeast)
+		}
 	}
 }

@@ -63,6 +63,11 @@ type Server struct {
 	idle     atomic.Int32 // workers waiting for requests
 	stopping atomic.Bool
 
+	// answerLimit is the most bytes one answer may carry (body, content
+	// type, headers and error text), told to workers in LOAD so that they
+	// fail an oversized answer alone; resultFrameLimit is the largest
+	// RESULT frame read from a worker, a batch of such answers plus framing.
+	answerLimit      int64
 	resultFrameLimit int
 
 	metricsHTTP fasthttp.RequestHandler // the metrics handler on the inference port
@@ -122,13 +127,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		take, delay = pipelineDepth, 0
 	}
 	s.queue = batch.New[*call](batch.Config{Capacity: cfg.QueueSize, BatchSize: take, MaxDelay: delay})
-	// A RESULT may carry larger bodies than requests (JSON of a tensor is
-	// bigger than its input); allow 4× the payload limit per request.
-	perItem := max(cfg.MaxPayload, DefaultMaxPayload) * 4
-	s.resultFrameLimit = math.MaxUint32
-	if perItem < (math.MaxUint32-(1<<20))/int64(cfg.BatchSize) {
-		s.resultFrameLimit = int(perItem*int64(cfg.BatchSize) + 1<<20)
-	}
+	s.answerLimit, s.resultFrameLimit = answerLimits(cfg.MaxPayload, cfg.BatchSize)
 	s.metrics = newMetrics(
 		func() float64 { return float64(s.queue.Len()) },
 		func() float64 { return float64(s.loaded.Load()) },
@@ -399,4 +398,19 @@ func (s *Server) removeTemp() {
 	if s.extractDir != "" {
 		os.RemoveAll(s.extractDir)
 	}
+}
+
+// answerLimits returns the most bytes one answer may carry and the largest
+// RESULT frame for a batch of batchSize such answers. An answer may be
+// larger than its request (JSON of a tensor is bigger than its input):
+// 4× the payload limit, and never less than 4× the default limit. The
+// frame adds 1 MiB for its framing (about 40 bytes per answer), and the
+// whole stays within the frame format's u32 length.
+func answerLimits(maxPayload int64, batchSize int) (answer int64, frame int) {
+	const framing = 1 << 20
+	answer = max(maxPayload, DefaultMaxPayload) * 4
+	if most := (math.MaxUint32 - framing) / int64(batchSize); answer > most {
+		answer = most
+	}
+	return answer, int(answer*int64(batchSize) + framing)
 }

@@ -336,6 +336,7 @@ func (w *worker) handshake(ln *net.UnixListener, p *process, pg *progressPage, r
 		ServerVersion: s.cfg.ServerVersion,
 		DefaultAccept: s.cfg.DefaultAccept,
 		Progress:      progress,
+		MaxAnswer:     s.answerLimit,
 	})
 	if err == nil {
 		_, err = conn.Write(load)

@@ -35,8 +35,9 @@
 //	...  payload
 //
 // Integers are big-endian. A "str" or "bytes" is a u32 length followed by
-// that many bytes (UTF-8 for str). Frames larger than the configured
-// maximum (payload limit × batch size + headroom) are a protocol error.
+// that many bytes (UTF-8 for str). A frame larger than its reader's maximum
+// is a protocol error; the front end reads RESULT frames of up to LOAD's
+// max_answer × batch size + 1 MiB.
 //
 // # Messages
 //
@@ -48,7 +49,10 @@
 //	             "workers": int (pool size, to size CPU thread pools),
 //	             "server_name": "sagebox", "server_version": str,
 //	             "default_accept": str, "progress": str (optional: the
-//	             progress page's path)}
+//	             progress page's path), "max_answer": int (optional: the
+//	             most bytes of body, content type, header names and values
+//	             and error strings one answer may carry; the worker answers
+//	             a larger one with a 500 of its own instead)}
 //	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}
 //	             or {"ok": false, "error": {"type": str, "message": str,
 //	             "traceback": str}}. model_fn has run exactly once when ok.

@@ -26,6 +26,10 @@ type Load struct {
 	// Progress is the path of the progress page the worker records the
 	// request it runs in (doc.go); empty for none.
 	Progress string `json:"progress,omitempty"`
+	// MaxAnswer is the most bytes one answer may carry in a RESULT (body,
+	// content type, headers and error strings); the worker fails a larger
+	// answer alone. 0: no limit given.
+	MaxAnswer int64 `json:"max_answer,omitempty"`
 }
 
 // Loaded is the payload of LOADED, the worker's answer to LOAD.

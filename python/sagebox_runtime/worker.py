@@ -14,6 +14,9 @@ PING with a PONG, until the front end closes the connection (exit 0).
   LOAD, a second LOAD after one succeeded, a malformed payload) makes it
   print the reason on stderr and exit with status 2.
 * Answers are written whole: a RESULT frame is never split over two writes.
+  An answer larger than LOAD's ``max_answer`` (body, content type, headers
+  and error text) is replaced by a 500 that says so, for that request only:
+  the front end would refuse the whole frame, and the worker with it.
   When LOAD names a progress page (field ``progress``, a file the front end
   maps too), the worker records in it which request it is running and since
   when, and holds an answer back while the next INFER has already arrived
@@ -189,6 +192,54 @@ def _open_progress(path):
         return None
 
 
+# Error text kept when an error answer itself is over the answer limit.
+_ERROR_TEXT_KEPT = 64 << 10
+
+
+def _answer_size(r):
+    """Bytes of one answer that count against LOAD's max_answer."""
+    size = len(r.body) + len(r.content_type.encode("utf-8", "surrogateescape"))
+    for name, value in r.headers:
+        size += len(name.encode("utf-8", "surrogateescape")) + len(value.encode("utf-8", "surrogateescape"))
+    for text in (r.error_type, r.error_message, r.traceback):
+        if text:
+            size += len(text.encode("utf-8", "surrogateescape"))
+    return size
+
+
+def _cut(text, keep):
+    if len(text) <= keep:
+        return text
+    return text[: keep // 2] + "\n... (%d characters cut) ...\n" % (len(text) - keep) + text[-(keep // 2) :]
+
+
+def _fit_answers(results, limit):
+    """Replace, in place, each answer larger than limit bytes by a 500 that
+    says so. Runs once per batch: answers well under the limit cost one
+    length check each."""
+    for i, r in enumerate(results):
+        if len(r.body) + 4 * len(r.content_type) < limit // 2 and not (
+            r.headers or r.error_message or r.traceback
+        ):
+            continue
+        size = _answer_size(r)
+        if size <= limit:
+            continue
+        if r.status >= 400:
+            # An error whose text is too long: keep its start and end.
+            r.headers, r.body = (), b""
+            r.error_message = _cut(r.error_message, _ERROR_TEXT_KEPT)
+            r.traceback = _cut(r.traceback, _ERROR_TEXT_KEPT)
+            continue
+        msg = (
+            "the response of %d bytes (body, content type and headers) is larger than the "
+            "model server's limit of %d bytes per response (4 times the payload limit; raise "
+            "SAGEMAKER_MAX_PAYLOAD_IN_MB to allow more)" % (size, limit)
+        )
+        log.error("request %d: %s", r.id, msg)
+        results[i] = wire.Result(r.id, 500, "", (), b"", "ResponseTooLarge", msg, "")
+
+
 def _internal_failure(requests, exc):
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return [
@@ -207,6 +258,7 @@ def serve(conn):
     recv = conn.recv
     perf = time.perf_counter_ns
     progress = None  # the front end's progress page, once LOAD named one
+    max_answer = 0  # LOAD's limit on one answer's bytes; 0: none given
     pending = []  # parts of RESULT frames held back, in order
     held_since = 0  # perf_counter_ns when the first of them was ready
     try:
@@ -224,6 +276,8 @@ def serve(conn):
                     results = handler.run_batch(requests)
                 except Exception as e:  # a bug here, never user code
                     results = _internal_failure(requests, e)
+                if max_answer:
+                    _fit_answers(results, max_answer)
                 t1 = perf()
                 if progress is None:
                     conn.send_result(t1 - t0, results)
@@ -247,6 +301,7 @@ def serve(conn):
                 handler = _load(conn, payload)
                 if handler is not None:
                     progress = _open_progress(handler.cfg.extra.get("progress"))
+                    max_answer = int(handler.cfg.extra.get("max_answer") or 0)
             elif mtype is None:
                 log.debug("front end closed the connection")
                 return 0

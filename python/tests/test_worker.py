@@ -721,3 +721,65 @@ def test_golden_infer_batch_through_a_worker(defaults_worker):
     # a truncated NPY -> 400
     assert [r.status for r in res] == [500, 415, 400]  # the 3-feature CSV does not fit the 4-feature model
     assert res[0].error_type == "RuntimeError"
+
+
+# ================================================================ answer limit
+
+SIZED = """
+def model_fn(model_dir):
+    return None
+
+def input_fn(data, content_type):
+    return data if isinstance(data, str) else data.decode()
+
+def predict_fn(cmd, model):
+    kind, _, n = cmd.partition(":")
+    if kind == "raise":
+        raise ValueError("x" * int(n))
+    return kind, int(n)
+
+def output_fn(pred, accept, context):
+    kind, n = pred
+    if kind == "header":
+        context.set_response_header(0, "X-Big", "h" * n)
+        return b"ok"
+    return b"b" * n
+"""
+
+
+@pytest.fixture(scope="module")
+def sized_worker(tmp_path_factory, worker_factory):
+    model_dir = tmp_path_factory.mktemp("sized")
+    write_code(model_dir, SIZED)
+    w = worker_factory()
+    assert w.load(model_dir, batch_size=4, max_answer=1000)["ok"]
+    return w
+
+
+def test_an_answer_over_the_limit_fails_alone(sized_worker):
+    w = sized_worker
+    # Counted: body + content type ("application/json", 16 bytes) + headers.
+    _, res = w.infer([req(1, "body:900"), req(2, "body:985"), req(3, "header:978"), req(4, "body:984")])
+    assert [r.status for r in res] == [200, 500, 500, 200]
+    assert len(res[0].body) == 900 and len(res[3].body) == 984
+    for r in res[1:3]:
+        assert r.error_type == "ResponseTooLarge" and r.body == b"" and r.headers == []
+        assert "larger than the model server's limit of 1000 bytes" in r.error_message
+    assert "response of 1001 bytes" in res[1].error_message
+    assert "response of 1001 bytes" in res[2].error_message  # "X-Big" + 978 + "ok" + 16
+    assert "request 2: the response of 1001 bytes" in w.stderr()
+    assert w.one("body:10").status == 200  # the worker lives on
+
+
+def test_an_error_over_the_limit_keeps_its_start_and_end(sized_worker):
+    res = sized_worker.one("raise:200000")
+    assert res.status == 500 and res.error_type == "ValueError"
+    assert len(res.error_message) < 70_000 and "characters cut" in res.error_message
+    assert res.error_message.startswith("xxx") and res.error_message.endswith("xxx")
+
+
+def test_no_limit_given_no_limit_applied(tmp_path, worker_factory):
+    write_code(tmp_path, SIZED)
+    w = worker_factory()
+    assert w.load(tmp_path, batch_size=1)["ok"]
+    assert len(w.one("body:100000").body) == 100000
