@@ -195,8 +195,10 @@ func PythonPath(existing string, dirs ...string) string {
 // environment with --system-site-packages (so Debian's torch and numpy stay
 // visible; Debian marks the system Python externally managed, so pip cannot
 // install into it) under cacheDir, keyed by the interpreter and the file's
-// contents, and reuses it on later calls. A requirement that the system
-// already satisfies installs without network. pip's output goes to out.
+// contents, and reuses it on later calls. When python is itself a virtual
+// environment's, that environment's packages stay visible too. A
+// requirement that the system already satisfies installs without network.
+// pip's output goes to out.
 func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, out io.Writer) (string, error) {
 	req, err := os.ReadFile(reqFile)
 	if err != nil {
@@ -250,6 +252,10 @@ func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, 
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("create environment for %s (is python3-venv installed?): %w", reqFile, err)
 	}
+	if err := inheritVenv(ctx, python, venvPython); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("environment for %s: %w", reqFile, err)
+	}
 	if exec.CommandContext(ctx, venvPython, "-m", "pip", "--version").Run() != nil {
 		if err := run(venvPython, "-m", "ensurepip"); err != nil {
 			os.RemoveAll(dir)
@@ -264,6 +270,35 @@ func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, 
 		return "", fmt.Errorf("mark environment complete: %w", err)
 	}
 	return venvPython, nil
+}
+
+// inheritVenv makes the packages of python visible to the environment of
+// venvPython when python is itself a virtual environment's interpreter: a
+// venv made from it is based on the base interpreter, so
+// --system-site-packages shows the system's packages but not that venv's.
+// A .pth file in the new environment adds them after its own and before the
+// system's, so what the requirements install still wins.
+func inheritVenv(ctx context.Context, python, venvPython string) error {
+	const parentPaths = `import site, sys
+if sys.prefix != sys.base_prefix:
+    print("\n".join(site.getsitepackages()))`
+	out, err := exec.CommandContext(ctx, python, "-c", parentPaths).Output()
+	if err != nil {
+		return fmt.Errorf("ask %s for its site-packages: %w", python, err)
+	}
+	paths := strings.TrimSpace(string(out))
+	if paths == "" {
+		return nil
+	}
+	out, err = exec.CommandContext(ctx, venvPython, "-c", `import sysconfig; print(sysconfig.get_paths()["purelib"])`).Output()
+	if err != nil {
+		return fmt.Errorf("ask %s for its site-packages: %w", venvPython, err)
+	}
+	pth := filepath.Join(strings.TrimSpace(string(out)), "_sagebox_parent_venv.pth")
+	if err := os.WriteFile(pth, []byte(paths+"\n"), 0o644); err != nil {
+		return fmt.Errorf("link %s's packages: %w", python, err)
+	}
+	return nil
 }
 
 func stripComments(b []byte) []byte {

@@ -147,6 +147,52 @@ func TestInstallRequirementsOffline(t *testing.T) {
 	}
 }
 
+// An interpreter that is itself a virtual environment's (a user's venv with
+// their own packages) keeps those packages in the requirements environment,
+// for imports and for pip, which then need not download them.
+func TestInstallRequirementsFromAVenv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates virtual environments")
+	}
+	if exec.Command("/usr/bin/python3", "-c", "import venv, numpy").Run() != nil {
+		if os.Getenv("SAGEBOX_STRICT_TOOLS") == "1" {
+			t.Fatal("python3-venv and python3-numpy are required")
+		}
+		t.Skip("python3-venv or numpy missing")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	parent := filepath.Join(dir, "user-venv")
+	if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--system-site-packages", "--without-pip", parent).CombinedOutput(); err != nil {
+		t.Fatalf("make the user's venv: %v %s", err, out)
+	}
+	parentPy := filepath.Join(parent, "bin", "python")
+	out, err := exec.Command(parentPy, "-c", `import sysconfig; print(sysconfig.get_paths()["purelib"])`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := strings.TrimSpace(string(out))
+	// A package installed in the user's venv only, with its metadata.
+	os.WriteFile(filepath.Join(site, "sbx_user_only.py"), []byte("VALUE = 42\n"), 0o644)
+	meta := filepath.Join(site, "sbx_user_only-1.0.dist-info")
+	os.MkdirAll(meta, 0o755)
+	os.WriteFile(filepath.Join(meta, "METADATA"), []byte("Metadata-Version: 2.1\nName: sbx-user-only\nVersion: 1.0\n"), 0o644)
+	os.WriteFile(filepath.Join(meta, "RECORD"), nil, 0o644)
+
+	t.Setenv("PIP_RETRIES", "0") // no network here: what is not found fails fast
+	req := filepath.Join(dir, "requirements.txt")
+	os.WriteFile(req, []byte("sbx-user-only==1.0\nnumpy\n"), 0o644)
+	var log strings.Builder
+	venvPy, err := InstallRequirements(ctx, parentPy, req, filepath.Join(dir, "venvs"), &log)
+	if err != nil {
+		t.Fatalf("install: %v\n%s", err, log.String())
+	}
+	out, err = exec.Command(venvPy, "-c", "import sbx_user_only, numpy; print(sbx_user_only.VALUE)").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "42" {
+		t.Fatalf("the environment does not see the user's venv and the system: %v %s", err, out)
+	}
+}
+
 func TestPythonPath(t *testing.T) {
 	if got := PythonPath("/old", "/a", "", "/b"); got != "/a:/b:/old" {
 		t.Errorf("PythonPath = %q", got)
