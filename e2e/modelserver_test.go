@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,13 +109,21 @@ type modelServer struct {
 }
 
 // startModelServer runs `sagebox model-server ARGS --port P` with env added
-// and waits until /ping answers 200.
+// and waits until /ping answers 200. When env sets SAGEMAKER_BIND_TO_PORT,
+// the server is left to find its port there.
 func startModelServer(t *testing.T, env []string, args ...string) *modelServer {
 	t.Helper()
 	addr := freeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
+	args = append([]string{"model-server"}, args...)
+	if i := slices.IndexFunc(env, func(e string) bool { return strings.HasPrefix(e, "SAGEMAKER_BIND_TO_PORT=") }); i >= 0 {
+		port = strings.TrimPrefix(env[i], "SAGEMAKER_BIND_TO_PORT=")
+		addr = "127.0.0.1:" + port
+	} else {
+		args = append(args, "--port", port)
+	}
 	ms := &modelServer{url: "http://" + addr, addr: addr, exited: make(chan error, 1), cacheEnv: "XDG_CACHE_HOME=" + t.TempDir()}
-	ms.cmd = exec.Command(binary, append(append([]string{"model-server"}, args...), "--port", port)...)
+	ms.cmd = exec.Command(binary, args...)
 	ms.cmd.Env = append(append(os.Environ(), "SAGEBOX_PYTHON=/usr/bin/python3"), env...)
 	ms.cmd.Env = append(ms.cmd.Env, ms.cacheEnv)
 	var log bytes.Buffer
@@ -183,4 +194,48 @@ func readRows(t *testing.T, path string, n int) [][]float64 {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// SageMaker tells the container its port in SAGEMAKER_BIND_TO_PORT; without
+// --port the server listens there. A value that is not a port stops it at
+// once with the variable's name.
+func TestModelServerPortFromSageMakerEnv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	requireTorch(t)
+	model := t.TempDir()
+	os.MkdirAll(filepath.Join(model, "code"), 0o755)
+	os.WriteFile(filepath.Join(model, "code", "inference.py"), []byte(`
+def model_fn(model_dir):
+    return None
+
+def transform_fn(model, data, content_type, accept):
+    return data, "text/plain"
+`), 0o644)
+	_, port, _ := strings.Cut(freeAddr(t), ":")
+	ms := startModelServer(t, []string{"SAGEMAKER_BIND_TO_PORT=" + port}, "--model-dir", model)
+	resp, err := http.Post(ms.url+"/invocations", "text/plain", strings.NewReader("echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "echo" {
+		t.Fatalf("invocations on $SAGEMAKER_BIND_TO_PORT: %d %q", resp.StatusCode, b)
+	}
+	ms.cmd.Process.Signal(syscall.SIGTERM)
+	ms.waitExit(t)
+
+	for _, bad := range []string{"http", "0", "70000"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, binary, "model-server", "--model-dir", model)
+		cmd.Env = append(os.Environ(), "SAGEMAKER_BIND_TO_PORT="+bad, "SAGEBOX_PYTHON=/usr/bin/python3")
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 || !strings.Contains(string(out), "SAGEMAKER_BIND_TO_PORT") {
+			t.Errorf("SAGEMAKER_BIND_TO_PORT=%s: %v\n%s", bad, err, out)
+		}
+	}
 }
