@@ -44,7 +44,9 @@ SAGEMAKER_STARTUP_TIMEOUT, SAGEMAKER_TS_BATCH_SIZE, SAGEMAKER_TS_MAX_BATCH_DELAY
 SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT, SAGEMAKER_MAX_PAYLOAD_IN_MB (or
 TS_MAX_REQUEST_SIZE), SAGEBOX_QUEUE_SIZE (or TS_JOB_QUEUE_SIZE) and
 SAGEBOX_INCLUDE_TRACEBACK. Each acts alone: setting one SAGEMAKER_TS_* variable
-does not reset the others. SAGEBOX_PYTHON chooses the interpreter.
+does not reset the others. SAGEBOX_PYTHON chooses the interpreter. The batch
+size is at most 1024; an answer may carry up to 4 times the payload limit (6 MB
+by default), and a larger one fails alone with a 500 that says so.
 
 On a dedicated serving host, SAGEBOX_SCHED_BATCH=true runs the server and its
 workers under Linux's SCHED_BATCH policy: they stop interrupting each other at

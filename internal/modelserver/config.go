@@ -20,6 +20,10 @@ const (
 	DefaultMaxPayload     = 6 << 20 // 6291456 bytes, InvokeEndpoint's limit
 	DefaultQueueSize      = 100
 	DefaultShutdownGrace  = 30 * time.Second
+
+	// MaxBatchSize bounds SAGEMAKER_TS_BATCH_SIZE: a batch's answers travel
+	// in one frame of at most 4 GiB, so each of 1024 may still be ~4 MiB.
+	MaxBatchSize = 1024
 )
 
 // Config is everything a Server needs. ConfigFromEnv fills the parts that
@@ -219,6 +223,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		"SAGEMAKER_TS_RESPONSE_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS")
 	duration(&c.StartupTimeout, time.Second, "seconds", false, "SAGEMAKER_STARTUP_TIMEOUT", "TS_DEFAULT_STARTUP_TIMEOUT")
 	posInt(&c.BatchSize, "SAGEMAKER_TS_BATCH_SIZE")
+	if c.BatchSize > MaxBatchSize {
+		bad("SAGEMAKER_TS_BATCH_SIZE", strconv.Itoa(c.BatchSize), fmt.Sprintf("must be no larger than %d", MaxBatchSize))
+	}
 	duration(&c.MaxBatchDelay, time.Millisecond, "milliseconds", true, "SAGEMAKER_TS_MAX_BATCH_DELAY")
 	if v := strings.TrimSpace(getenv("SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT")); v != "" {
 		c.DefaultAccept = v
@@ -339,8 +346,8 @@ func (c *Config) validate() error {
 	if c.Workers < 0 {
 		errs = append(errs, fmt.Sprintf("workers must be 0 (automatic) or more, not %d", c.Workers))
 	}
-	if c.BatchSize < 1 {
-		errs = append(errs, fmt.Sprintf("batch size must be at least 1, not %d", c.BatchSize))
+	if c.BatchSize < 1 || c.BatchSize > MaxBatchSize {
+		errs = append(errs, fmt.Sprintf("batch size must be from 1 to %d, not %d", MaxBatchSize, c.BatchSize))
 	}
 	if c.QueueSize < 1 {
 		errs = append(errs, fmt.Sprintf("queue size must be at least 1, not %d", c.QueueSize))

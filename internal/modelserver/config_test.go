@@ -93,6 +93,7 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"SAGEMAKER_MODEL_SERVER_WORKERS", "0", `SAGEMAKER_MODEL_SERVER_WORKERS="0": must be a positive integer`},
 		{"SAGEMAKER_MODEL_SERVER_WORKERS", "many", "must be a positive integer"},
 		{"SAGEMAKER_TS_BATCH_SIZE", "-2", `SAGEMAKER_TS_BATCH_SIZE="-2": must be a positive integer`},
+		{"SAGEMAKER_TS_BATCH_SIZE", "1025", `SAGEMAKER_TS_BATCH_SIZE="1025": must be no larger than 1024`},
 		{"SAGEMAKER_MODEL_SERVER_TIMEOUT", "1.5", "must be a positive whole number of seconds"},
 		{"SAGEMAKER_MODEL_SERVER_TIMEOUT", "0", "must be a positive whole number of seconds"},
 		{"SAGEMAKER_STARTUP_TIMEOUT", "soon", "must be a positive whole number of seconds"},

@@ -434,6 +434,7 @@ func TestAnswerLimits(t *testing.T) {
 		{100 << 20, 2, 400 << 20, 800<<20 + 1},
 		{2 << 30, 1, math.MaxUint32 - 1<<20, math.MaxUint32},
 		{1 << 30, 64, (math.MaxUint32 - 1<<20) / 64, 0},
+		{DefaultMaxPayload, MaxBatchSize, (math.MaxUint32 - 1<<20) / MaxBatchSize, 0},
 	} {
 		answer, frame := answerLimits(c.payload, c.batch)
 		if answer != c.answer || int64(frame) < c.frameAtLeast || int64(frame) > math.MaxUint32 || int64(frame) < answer*int64(c.batch) {

@@ -233,8 +233,8 @@ def _fit_answers(results, limit):
             continue
         msg = (
             "the response of %d bytes (body, content type and headers) is larger than the "
-            "model server's limit of %d bytes per response (4 times the payload limit; raise "
-            "SAGEMAKER_MAX_PAYLOAD_IN_MB to allow more)" % (size, limit)
+            "model server's limit of %d bytes per response (4 times the payload limit, "
+            "SAGEMAKER_MAX_PAYLOAD_IN_MB, and at most 4 GiB per batch)" % (size, limit)
         )
         log.error("request %d: %s", r.id, msg)
         results[i] = wire.Result(r.id, 500, "", (), b"", "ResponseTooLarge", msg, "")
