@@ -166,6 +166,8 @@ def decode_json(data) -> np.ndarray:
         obj = json.loads(text)
     except ValueError as e:
         raise BadInput("request body is not valid JSON: %s" % e) from None
+    except RecursionError:
+        raise BadInput("request body is JSON nested too deeply to be a tensor") from None
     try:
         arr = np.array(obj)
     except ValueError as e:
