@@ -130,49 +130,52 @@ func ExtractFile(ctx context.Context, archivePath, dest string) error {
 	return Extract(ctx, f, dest)
 }
 
-// target maps an entry name to a path inside root, or fails.
-func target(root, name string) (string, error) {
+// target maps an entry name to a path inside root, or says why it cannot:
+// "is absolute" or "climbs out with ..".
+func target(root, name string) (string, string) {
 	clean := path.Clean("/" + strings.TrimPrefix(name, "./"))
 	if filepath.IsAbs(name) || strings.HasPrefix(name, "/") {
-		return "", fmt.Errorf("%w: %q is absolute", ErrUnsafePath, name)
+		return "", "is absolute"
 	}
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
-			return "", fmt.Errorf("%w: %q climbs out with ..", ErrUnsafePath, name)
+			return "", "climbs out with .."
 		}
 	}
 	if clean == "/" {
-		return root, nil
+		return root, ""
 	}
-	return filepath.Join(root, filepath.FromSlash(clean[1:])), nil
+	return filepath.Join(root, filepath.FromSlash(clean[1:])), ""
 }
 
-// checkNoSymlinkParents refuses a target whose parent directories include a
-// symlink: writing through one could land outside root.
-func checkNoSymlinkParents(root, p string) error {
+// symlinkParent returns the first of p's parent directories under root
+// that is a symlink, as a name in the archive, or "": writing through one
+// could land outside root.
+func symlinkParent(root, p string) string {
 	rel, err := filepath.Rel(root, filepath.Dir(p))
 	if err != nil || rel == "." {
-		return nil
+		return ""
 	}
 	cur := root
 	for _, part := range strings.Split(rel, string(filepath.Separator)) {
 		cur = filepath.Join(cur, part)
 		st, err := os.Lstat(cur)
 		if err != nil {
-			return nil // not there yet: MkdirAll will create a real directory
+			return "" // not there yet: MkdirAll will create a real directory
 		}
 		if st.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%w: %q goes through the symlink %q", ErrUnsafePath, p, cur)
+			name, _ := filepath.Rel(root, cur)
+			return filepath.ToSlash(name)
 		}
 	}
-	return nil
+	return ""
 }
 
 func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 	root := x.root
-	p, err := target(root, hdr.Name)
-	if err != nil {
-		return err
+	p, why := target(root, hdr.Name)
+	if why != "" {
+		return fmt.Errorf("%w: %q %s", ErrUnsafePath, hdr.Name, why)
 	}
 	if p == root {
 		if hdr.Typeflag == tar.TypeDir || hdr.Typeflag == tar.TypeXGlobalHeader || hdr.Typeflag == tar.TypeXHeader {
@@ -180,8 +183,8 @@ func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 		}
 		return fmt.Errorf("%w: %q would replace the destination itself", ErrUnsafePath, hdr.Name)
 	}
-	if err := checkNoSymlinkParents(root, p); err != nil {
-		return err
+	if link := symlinkParent(root, p); link != "" {
+		return fmt.Errorf("%w: %q goes through the symlink %q", ErrUnsafePath, hdr.Name, link)
 	}
 	mode := os.FileMode(hdr.Mode).Perm()
 	switch hdr.Typeflag {
@@ -229,12 +232,12 @@ func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 		x.symlinks = append(x.symlinks, p)
 		return nil
 	case tar.TypeLink:
-		old, err := target(root, hdr.Linkname)
-		if err != nil {
-			return err
+		old, why := target(root, hdr.Linkname)
+		if why != "" {
+			return fmt.Errorf("%w: hard link %q targets %q, which %s", ErrUnsafePath, hdr.Name, hdr.Linkname, why)
 		}
-		if err := checkNoSymlinkParents(root, old); err != nil {
-			return err
+		if link := symlinkParent(root, old); link != "" {
+			return fmt.Errorf("%w: hard link %q targets %q, which goes through the symlink %q", ErrUnsafePath, hdr.Name, hdr.Linkname, link)
 		}
 		st, err := os.Lstat(old)
 		if err != nil {

@@ -103,7 +103,7 @@ func TestExtract(t *testing.T) {
 	tests := []struct {
 		name    string
 		entries []tarEntry
-		wantErr bool
+		wantErr string // the refusal's message, after ErrUnsafePath's
 		want    []string
 	}{
 		{
@@ -117,18 +117,18 @@ func TestExtract(t *testing.T) {
 			},
 			want: []string{"hard.py", "link.py@", "requirements.txt", "src/", "src/train.py"},
 		},
-		{name: "dotdot", entries: []tarEntry{{typ: tar.TypeReg, name: "../evil", body: "x"}}, wantErr: true},
-		{name: "nested dotdot", entries: []tarEntry{{typ: tar.TypeReg, name: "a/../../evil", body: "x"}}, wantErr: true},
-		{name: "absolute", entries: []tarEntry{{typ: tar.TypeReg, name: "/tmp/evil", body: "x"}}, wantErr: true},
-		{name: "absolute symlink", entries: []tarEntry{{typ: tar.TypeSymlink, name: "l", link: "/etc"}}, wantErr: true},
-		{name: "escaping symlink", entries: []tarEntry{{typ: tar.TypeSymlink, name: "a/l", link: "../../x"}}, wantErr: true},
+		{name: "dotdot", entries: []tarEntry{{typ: tar.TypeReg, name: "../evil", body: "x"}}, wantErr: `"../evil" climbs out with ..`},
+		{name: "nested dotdot", entries: []tarEntry{{typ: tar.TypeReg, name: "a/../../evil", body: "x"}}, wantErr: `"a/../../evil" climbs out with ..`},
+		{name: "absolute", entries: []tarEntry{{typ: tar.TypeReg, name: "/tmp/evil", body: "x"}}, wantErr: `"/tmp/evil" is absolute`},
+		{name: "absolute symlink", entries: []tarEntry{{typ: tar.TypeSymlink, name: "l", link: "/etc"}}, wantErr: `symlink "l" points to the absolute path "/etc"`},
+		{name: "escaping symlink", entries: []tarEntry{{typ: tar.TypeSymlink, name: "a/l", link: "../../x"}}, wantErr: `symlink "a/l" points outside the archive ("../../x")`},
 		{
 			name: "write through symlink",
 			entries: []tarEntry{
 				{typ: tar.TypeSymlink, name: "d", link: "."},
 				{typ: tar.TypeReg, name: "d/f", body: "x"},
 			},
-			wantErr: true,
+			wantErr: `"d/f" goes through the symlink "d"`,
 		},
 		{
 			name: "symlink chain escaping physically",
@@ -136,18 +136,28 @@ func TestExtract(t *testing.T) {
 				{typ: tar.TypeSymlink, name: "a", link: "."},
 				{typ: tar.TypeSymlink, name: "b", link: "a/.."},
 			},
-			wantErr: true,
+			wantErr: `symlink "b" resolves outside the archive`,
 		},
-		{name: "hard link outside", entries: []tarEntry{{typ: tar.TypeLink, name: "h", link: "../outside/canary"}}, wantErr: true},
+		{name: "hard link outside", entries: []tarEntry{{typ: tar.TypeLink, name: "h", link: "../outside/canary"}}, wantErr: `hard link "h" targets "../outside/canary", which climbs out with ..`},
+		{name: "hard link absolute", entries: []tarEntry{{typ: tar.TypeLink, name: "h", link: "/etc/passwd"}}, wantErr: `hard link "h" targets "/etc/passwd", which is absolute`},
+		{
+			name: "hard link through symlink",
+			entries: []tarEntry{
+				{typ: tar.TypeSymlink, name: "d", link: "."},
+				{typ: tar.TypeReg, name: "f", body: "x"},
+				{typ: tar.TypeLink, name: "h", link: "d/f"},
+			},
+			wantErr: `hard link "h" targets "d/f", which goes through the symlink "d"`,
+		},
 		{
 			name: "hard link to symlink",
 			entries: []tarEntry{
 				{typ: tar.TypeSymlink, name: "s", link: "x"},
 				{typ: tar.TypeLink, name: "h", link: "s"},
 			},
-			wantErr: true,
+			wantErr: `hard link "h" targets a symlink`,
 		},
-		{name: "file replacing root", entries: []tarEntry{{typ: tar.TypeReg, name: ".", body: "x"}}, wantErr: true},
+		{name: "file replacing root", entries: []tarEntry{{typ: tar.TypeReg, name: ".", body: "x"}}, wantErr: `"." would replace the destination itself`},
 	}
 	for _, tt := range tests {
 		for _, gz := range []bool{false, true} {
@@ -162,9 +172,9 @@ func TestExtract(t *testing.T) {
 					t.Fatal(err)
 				}
 				err := Extract(context.Background(), bytes.NewReader(buildTar(t, tt.entries, gz)), dest)
-				if tt.wantErr {
-					if !errors.Is(err, ErrUnsafePath) {
-						t.Fatalf("Extract error = %v, want ErrUnsafePath", err)
+				if tt.wantErr != "" {
+					if want := ErrUnsafePath.Error() + ": " + tt.wantErr; !errors.Is(err, ErrUnsafePath) || err.Error() != want {
+						t.Fatalf("Extract error = %v, want %s", err, want)
 					}
 				} else if err != nil {
 					t.Fatalf("Extract: %v", err)
