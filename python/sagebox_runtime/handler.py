@@ -6,7 +6,11 @@ The user module is ``<model_dir>/code/<program>`` (``SAGEMAKER_PROGRAM``,
 default ``inference.py``), imported from that file with ``<model_dir>/code``
 first on ``sys.path``. When the file does not exist every function falls back
 to its default, as in the toolkit, but a warning naming the missing file is
-logged (and returned in LOADED).
+logged and returned in LOADED. When loading fails, the worker appends the
+warnings gathered so far to the error's message (one ``Warning: ...`` line
+each), so the front end shows e.g. the missing file next to the default
+model_fn's error. Messages that tell the user to implement a handler name the program
+actually configured (``code/<SAGEMAKER_PROGRAM>``).
 
 Functions looked up (all optional)::
 
@@ -22,10 +26,18 @@ Functions looked up (all optional)::
 
 ``context`` is passed when, and only when, the function has one parameter
 more than the table lists; the toolkit's rule is reproduced exactly
-(``len(inspect.signature(f).parameters)``, defaults and ``*args`` count as
-one each). Other counts are a ``TypeError`` at load time (the toolkit raised
-it on the first request). ``transform_fn`` together with ``input_fn``,
-``predict_fn`` or ``output_fn`` is an error at load time, as in the toolkit.
+(``len(inspect.signature(f).parameters)``: a parameter with a default, a
+keyword-only parameter, ``*args`` and ``**kwargs`` count as one each; bound
+methods, ``functools.partial`` objects and callable objects count what
+``inspect.signature`` shows, i.e. without ``self`` or the bound arguments).
+The arguments, context included, are always passed positionally, as the
+toolkit does. Other counts are a ``TypeError`` at load time (the toolkit
+raised it on the first request), and so is a signature with the right count
+that cannot take the arguments positionally (e.g. ``predict_fn(data, model,
+*, context)``, which the toolkit would fail on every request). Either message
+names the function, the file, its signature and the expected parameters.
+``transform_fn`` together with ``input_fn``, ``predict_fn`` or
+``output_fn`` is an error at load time, as in the toolkit.
 
 ``input_data`` is the body as ``bytes``; for ``application/json`` and
 ``text/csv`` (any case, any parameters) it is decoded to ``str`` using the
@@ -144,33 +156,77 @@ class LoadConfig:
         self.extra = extra
 
 
+def _shown_signature(sig, limit=200):
+    """``sig`` as the user wrote it, without annotations: ``a, *args, b=None``."""
+    try:
+        plain = sig.replace(
+            parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+            return_annotation=sig.empty,
+        )
+        text = str(plain)[1:-1]
+    except Exception:  # a default whose repr fails, say
+        text = ", ".join(sig.parameters)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _wants_context(name, fn, where):
+    """True if fn takes a context (the toolkit's rule), False if not.
+
+    Raises TypeError naming the function, ``where`` (the user's file) and
+    the expected parameters when it takes neither, or when its signature
+    cannot take the arguments by position (they are passed that way).
+    """
     expected = SIGNATURES[name]
     try:
-        params = inspect.signature(fn).parameters
+        sig = inspect.signature(fn)
     except (TypeError, ValueError) as e:
         raise TypeError(
             "%s in %s: cannot read its signature (%s)" % (name, where, e)
         ) from None
-    n = len(params)
+    n = len(sig.parameters)
     if n == len(expected):
-        return False
-    if n == len(expected) + 1:
-        return True
-    raise TypeError(
-        "%s in %s takes %d parameter%s (%s) but %d (%s) or %d (%s, context) are expected"
-        % (
-            name,
-            where,
-            n,
-            "" if n == 1 else "s",
-            ", ".join(params),
-            len(expected),
-            ", ".join(expected),
-            len(expected) + 1,
-            ", ".join(expected),
+        wants = False
+    elif n == len(expected) + 1:
+        wants = True
+    else:
+        raise TypeError(
+            "%s in %s takes %d parameter%s (%s) but %d (%s) or %d (%s, context) are expected"
+            % (
+                name,
+                where,
+                n,
+                "" if n == 1 else "s",
+                _shown_signature(sig),
+                len(expected),
+                ", ".join(expected),
+                len(expected) + 1,
+                ", ".join(expected),
+            )
         )
-    )
+    args = expected + ("context",) if wants else expected
+    try:
+        sig.bind(*args)
+    except TypeError as e:
+        raise TypeError(
+            "%s in %s has %d parameter%s (%s), so it is called as %s(%s), but it "
+            "cannot take those arguments by position (%s); make every parameter "
+            "positional: %s(%s) or %s(%s, context)"
+            % (
+                name,
+                where,
+                n,
+                "" if n == 1 else "s",
+                _shown_signature(sig),
+                name,
+                ", ".join(args),
+                e,
+                name,
+                ", ".join(expected),
+                name,
+                ", ".join(expected),
+            )
+        ) from None
+    return wants
 
 
 def _bind(name, fn, where):
@@ -303,10 +359,16 @@ class Handler:
         log.info("imported user module %s", path)
         return module
 
+    @property
+    def where(self):
+        """The user's program as messages name it: ``code/<program>.py``."""
+        return "code/" + self._program_path()[0]
+
     def load(self):
         """Import the user module, check its handlers, run model_fn once.
 
-        Returns the LOADED fields; raises on any failure.
+        Returns the LOADED fields; raises on any failure (``self.warnings``
+        then holds the warnings gathered until then).
         """
         cfg = self.cfg
         self.device = select_device(cfg.gpu_id)
@@ -320,10 +382,10 @@ class Handler:
         self.context = Context(
             cfg.model_dir, gpu, cfg.batch_size, cfg.server_name, cfg.server_version
         )
-        self.defaults = d = Defaults(self.device, cfg.default_accept)
+        where = self.where
+        self.defaults = d = Defaults(self.device, cfg.default_accept, where)
 
         self.module = mod = self.import_user_module()
-        where = "code/" + self._program_path()[0]
         fns = {}
         for name in SIGNATURES:
             fn = getattr(mod, name, None) if mod is not None else None
@@ -402,7 +464,7 @@ class Handler:
         """Encoder for the default output_fn, negotiated before any work."""
         m = ct.negotiate(accept, ct.ENCODABLE, self.cfg.default_accept)
         if m is None:
-            raise unsupported_accept(accept)
+            raise unsupported_accept(accept, self.defaults.where)
         return m
 
     def _input(self, req):
@@ -614,7 +676,7 @@ class Handler:
         for i, req in enumerate(requests):
             try:
                 media = self._media(self._accept(req))
-                t = decode_tensor(req.body, req.content_type)
+                t = decode_tensor(req.body, req.content_type, self.defaults.where)
             except (Exception, SystemExit) as e:
                 results[i] = self._fail(i, req, e)
                 continue

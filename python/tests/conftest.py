@@ -142,6 +142,14 @@ def make_mlp(torch, in_features=4, out_features=3, seed=0):
     ).eval()
 
 
+def save_scripted(torch, model_dir, name="model.pt", seed=0):
+    """Save make_mlp's model as TorchScript in model_dir; returns the model."""
+    os.makedirs(str(model_dir), exist_ok=True)
+    m = make_mlp(torch, seed=seed)
+    torch.jit.script(m).save(os.path.join(str(model_dir), name))
+    return m
+
+
 @pytest.fixture(scope="module")
 def worker_factory():
     workers = []

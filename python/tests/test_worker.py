@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import conftest  # noqa: E402
 from conftest import Worker, jbody, make_mlp, req, write_code  # noqa: E402
 from sagebox_runtime import wire  # noqa: E402
 
@@ -23,10 +24,7 @@ def npy(arr):
 
 
 def save_scripted(model_dir, name="model.pt", seed=0):
-    os.makedirs(str(model_dir), exist_ok=True)
-    m = make_mlp(torch, seed=seed)
-    torch.jit.script(m).save(os.path.join(str(model_dir), name))
-    return m
+    return conftest.save_scripted(torch, model_dir, name, seed)
 
 
 # ================================================================ defaults
