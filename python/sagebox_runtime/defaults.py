@@ -1,4 +1,5 @@
-"""Default handlers: what runs when ``inference.py`` does not define a function.
+"""Default handlers: what runs when the user's program (``code/inference.py``
+unless ``SAGEMAKER_PROGRAM`` says otherwise) does not define a function.
 
 They reproduce the SageMaker PyTorch inference toolkit's defaults, including
 its dtypes, with these deliberate differences (each one turns a 500 or a
@@ -98,7 +99,13 @@ def _looks_like_torchscript(path) -> bool:
     )
 
 
-def find_model_file(model_dir: str) -> str:
+# ``where`` below is the user's program as the messages name it,
+# "code/<SAGEMAKER_PROGRAM>" (the Handler passes its own); the default is the
+# program's default name.
+DEFAULT_WHERE = "code/inference.py"
+
+
+def find_model_file(model_dir: str, where: str = DEFAULT_WHERE) -> str:
     path = os.path.join(model_dir, "model.pt")
     if os.path.isfile(path):
         return path
@@ -113,12 +120,12 @@ def find_model_file(model_dir: str) -> str:
         raise ModelLoadError(
             "the default model_fn needs model.pt, or exactly one .pt or .pth file, "
             "in %s; found %d (%s). Rename the model to model.pt or provide model_fn "
-            "in code/inference.py." % (model_dir, len(found), names)
+            "in %s." % (model_dir, len(found), names, where)
         )
     return found[0]
 
 
-def load_torchscript(path: str, device) -> torch.nn.Module:
+def load_torchscript(path: str, device, where: str = DEFAULT_WHERE) -> torch.nn.Module:
     try:
         model = torch.jit.load(path, map_location=device)
     except Exception as e:  # RuntimeError from the archive reader, mostly
@@ -130,9 +137,9 @@ def load_torchscript(path: str, device) -> torch.nn.Module:
             "%s is not a TorchScript model: it looks like it was saved with "
             "torch.save, not TorchScript. The default model_fn only loads "
             "TorchScript (torch.jit.script(model) or torch.jit.trace(model, x), "
-            "then .save(path)); otherwise provide model_fn in code/inference.py "
+            "then .save(path)); otherwise provide model_fn in %s "
             "that builds the model and loads the weights. (torch said: %s)"
-            % (path, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            % (path, where, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
         ) from e
     return model.to(device)
 
@@ -348,11 +355,12 @@ def _from_numpy(arr: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(arr)
 
 
-def decode_tensor(data, content_type) -> torch.Tensor:
+def decode_tensor(data, content_type, where: str = DEFAULT_WHERE) -> torch.Tensor:
     """The default decoder: body (bytes or str) -> CPU tensor.
 
     Raises BadInput (400) for malformed bodies and UnsupportedContentType
-    (415) for types it has no decoder for.
+    (415) for types it has no decoder for; its message tells the user to
+    implement input_fn in ``where``.
     """
     mtype = ct.media_type(content_type)
     if mtype == ct.JSON:
@@ -366,13 +374,13 @@ def decode_tensor(data, content_type) -> torch.Tensor:
     if not mtype:
         raise UnsupportedContentType(
             "the request has no Content-Type; the default input_fn decodes %s. "
-            "Send one of those or implement input_fn in code/inference.py"
-            % ", ".join(ct.DECODABLE)
+            "Send one of those or implement input_fn in %s"
+            % (", ".join(ct.DECODABLE), where)
         )
     raise UnsupportedContentType(
         "Content-Type %s is not supported by the default input_fn (it decodes %s). "
-        "Implement input_fn in code/inference.py to deserialize this type."
-        % (content_type, ", ".join(ct.DECODABLE))
+        "Implement input_fn in %s to deserialize this type."
+        % (content_type, ", ".join(ct.DECODABLE), where)
     )
 
 
@@ -463,11 +471,11 @@ def encode(prediction, media_type: str) -> bytes:
     return _ENCODERS[media_type](prediction)
 
 
-def unsupported_accept(accept) -> UnsupportedAccept:
+def unsupported_accept(accept, where: str = DEFAULT_WHERE) -> UnsupportedAccept:
     return UnsupportedAccept(
         "Accept %s is not supported by the default output_fn (it encodes %s). "
-        "Ask for one of those or implement output_fn in code/inference.py."
-        % (accept, ", ".join(ct.ENCODABLE))
+        "Ask for one of those or implement output_fn in %s."
+        % (accept, ", ".join(ct.ENCODABLE), where)
     )
 
 
@@ -475,18 +483,23 @@ def unsupported_accept(accept) -> UnsupportedAccept:
 
 
 class Defaults:
-    """The default model_fn/input_fn/predict_fn/output_fn for one worker."""
+    """The default model_fn/input_fn/predict_fn/output_fn for one worker.
 
-    def __init__(self, device, default_accept=ct.JSON):
+    ``where`` is the user's program as error messages name it
+    (``code/<SAGEMAKER_PROGRAM>``).
+    """
+
+    def __init__(self, device, default_accept=ct.JSON, where=DEFAULT_WHERE):
         self.device = torch.device(device)
         self.default_accept = default_accept
+        self.where = where
         self._prepared = None  # the model last moved to the device and put in eval
 
     def model_fn(self, model_dir):
-        return load_torchscript(find_model_file(model_dir), self.device)
+        return load_torchscript(find_model_file(model_dir, self.where), self.device, self.where)
 
     def input_fn(self, input_data, content_type):
-        t = decode_tensor(input_data, content_type)
+        t = decode_tensor(input_data, content_type, self.where)
         return t.to(self.device)
 
     def prepare(self, model):
@@ -507,5 +520,5 @@ class Defaults:
     def output_fn(self, prediction, accept):
         mtype = ct.negotiate(ct.effective_accept(accept, self.default_accept), ct.ENCODABLE, self.default_accept)
         if mtype is None:
-            raise unsupported_accept(accept)
+            raise unsupported_accept(accept, self.where)
         return encode(prediction, mtype), mtype

@@ -127,12 +127,14 @@ def _limit_blas_threads(workers):
         os.environ["OPENBLAS_NUM_THREADS"] = str(n)
 
 
-def _error_payload(exc):
+def _error_payload(exc, warnings=()):
+    """LOADED's payload for a failed load; the warnings the handler gathered
+    until then (a missing program, say) follow the message, a line each."""
     return {
         "ok": False,
         "error": {
             "type": type(exc).__name__,
-            "message": str(exc) or type(exc).__name__,
+            "message": (str(exc) or type(exc).__name__) + "".join("\nWarning: %s" % w for w in warnings),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         },
     }
@@ -143,6 +145,7 @@ def _load(conn, payload):
     msg = wire.decode_json(payload)
     if not isinstance(msg, dict) or not isinstance(msg.get("model_dir"), str):
         raise ProtocolExit("LOAD without a model_dir: %r" % (msg,))
+    h = None
     try:
         workers = int(msg.get("workers") or 0)
         _limit_blas_threads(workers)
@@ -156,7 +159,7 @@ def _load(conn, payload):
         info = h.load()
     except (Exception, SystemExit) as e:
         log.error("model load failed: %s: %s", type(e).__name__, e)
-        conn.send_json(wire.LOADED, _error_payload(e))
+        conn.send_json(wire.LOADED, _error_payload(e, h.warnings if h is not None else ()))
         return None
     # The model's objects live as long as the worker: keep them out of the
     # cyclic GC's young generations so collections stay short under load.

@@ -280,3 +280,33 @@ def test_select_device_cpu():
     assert d.select_device(None).type == "cpu"
     if not torch.cuda.is_available():
         assert d.select_device(0).type == "cpu"
+
+
+# ---------------------------------------------------------------- the program the messages name
+
+
+def test_messages_name_the_configured_program(tmp_path):
+    # The Handler passes "code/<SAGEMAKER_PROGRAM>"; every hint to implement
+    # a handler names that file, never a hard-coded code/inference.py.
+    where = "code/serve.py"
+    defaults = d.Defaults("cpu", where=where)
+    with pytest.raises(UnsupportedContentType, match="Implement input_fn in code/serve.py to deserialize"):
+        defaults.input_fn(b"x", "text/plain")
+    with pytest.raises(UnsupportedContentType, match="no Content-Type.*implement input_fn in code/serve.py"):
+        d.decode_tensor(b"x", None, where)
+    with pytest.raises(UnsupportedAccept, match="implement output_fn in code/serve.py"):
+        defaults.output_fn(torch.zeros(1), "image/png")
+    assert "code/serve.py" in str(d.unsupported_accept("image/png", where))
+    with pytest.raises(ModelLoadError, match=r"found 0 \(none\).*provide model_fn in code/serve.py\.$"):
+        defaults.model_fn(str(tmp_path))
+    torch.save(make_mlp(torch).state_dict(), str(tmp_path / "model.pt"))
+    with pytest.raises(ModelLoadError, match="torch.save, not TorchScript.*provide model_fn in code/serve.py") as e:
+        defaults.model_fn(str(tmp_path))
+    assert "inference.py" not in str(e.value)
+
+
+def test_messages_default_to_code_inference_py():
+    with pytest.raises(UnsupportedContentType, match="code/inference.py"):
+        d.decode_tensor(b"x", "image/png")
+    with pytest.raises(UnsupportedAccept, match="code/inference.py"):
+        d.Defaults("cpu").output_fn(torch.zeros(1), "image/png")
