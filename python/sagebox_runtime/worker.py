@@ -199,15 +199,8 @@ def _open_progress(path):
 _ERROR_TEXT_KEPT = 64 << 10
 
 
-def _answer_size(r):
-    """Bytes of one answer that count against LOAD's max_answer."""
-    size = len(r.body) + len(r.content_type.encode("utf-8", "surrogateescape"))
-    for name, value in r.headers:
-        size += len(name.encode("utf-8", "surrogateescape")) + len(value.encode("utf-8", "surrogateescape"))
-    for text in (r.error_type, r.error_message, r.traceback):
-        if text:
-            size += len(text.encode("utf-8", "surrogateescape"))
-    return size
+def _text_size(*texts):
+    return sum(len(t.encode("utf-8", "surrogateescape")) for t in texts if t)
 
 
 def _cut(text, keep):
@@ -217,30 +210,28 @@ def _cut(text, keep):
 
 
 def _fit_answers(results, limit):
-    """Replace, in place, each answer larger than limit bytes by a 500 that
-    says so. Runs once per batch: answers well under the limit cost one
-    length check each."""
+    """Make each answer fit in limit bytes, in place. An answer whose body,
+    content type and headers are larger becomes a 500 that says so; an
+    error whose text is too long keeps its start and end. Runs once per
+    batch: answers well under the limit cost one length check each."""
     for i, r in enumerate(results):
         if len(r.body) + 4 * len(r.content_type) < limit // 2 and not (
             r.headers or r.error_message or r.traceback
         ):
             continue
-        size = _answer_size(r)
-        if size <= limit:
-            continue
-        if r.status >= 400:
-            # An error whose text is too long: keep its start and end.
-            r.headers, r.body = (), b""
-            r.error_message = _cut(r.error_message, _ERROR_TEXT_KEPT)
-            r.traceback = _cut(r.traceback, _ERROR_TEXT_KEPT)
-            continue
-        msg = (
-            "the response of %d bytes (body, content type and headers) is larger than the "
-            "model server's limit of %d bytes per response (4 times the payload limit, "
-            "SAGEMAKER_MAX_PAYLOAD_IN_MB, and at most 4 GiB per batch)" % (size, limit)
-        )
-        log.error("request %d: %s", r.id, msg)
-        results[i] = wire.Result(r.id, 500, "", (), b"", "ResponseTooLarge", msg, "")
+        size = len(r.body) + _text_size(r.content_type, *(t for h in r.headers for t in h))
+        if size > limit:
+            msg = (
+                "the response of %d bytes (body, content type and headers) is larger than the "
+                "model server's limit of %d bytes per response (4 times the payload limit, "
+                "SAGEMAKER_MAX_PAYLOAD_IN_MB, and at most 4 GiB per batch)" % (size, limit)
+            )
+            log.error("request %d: %s", r.id, msg)
+            results[i] = wire.Result(r.id, 500, "", (), b"", "ResponseTooLarge", msg, "")
+        elif size + _text_size(r.error_type, r.error_message, r.traceback) > limit:
+            keep = min(_ERROR_TEXT_KEPT, max(limit - size, 2048) // 2)
+            r.error_message = _cut(r.error_message, keep)
+            r.traceback = _cut(r.traceback, keep)
 
 
 def _internal_failure(requests, exc):

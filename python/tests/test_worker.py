@@ -741,6 +741,8 @@ def output_fn(pred, accept, context):
     if kind == "header":
         context.set_response_header(0, "X-Big", "h" * n)
         return b"ok"
+    if kind == "status":  # a handler's own error answer, with its body
+        context.set_response_status(404)
     return b"b" * n
 """
 
@@ -767,6 +769,12 @@ def test_an_answer_over_the_limit_fails_alone(sized_worker):
     assert "response of 1001 bytes" in res[2].error_message  # "X-Big" + 978 + "ok" + 16
     assert "request 2: the response of 1001 bytes" in w.stderr()
     assert w.one("body:10").status == 200  # the worker lives on
+    # A status the handler set keeps its body while it fits, and fails like
+    # any other answer when it does not.
+    res = w.one("status:984")
+    assert res.status == 404 and len(res.body) == 984
+    res = w.one("status:985")
+    assert res.status == 500 and res.error_type == "ResponseTooLarge" and res.body == b""
 
 
 def test_an_error_over_the_limit_keeps_its_start_and_end(sized_worker):
