@@ -64,8 +64,8 @@ type Server struct {
 	stopping atomic.Bool
 
 	// answerLimit is the most bytes one answer may carry (body, content
-	// type, headers and error text), told to workers in LOAD so that they
-	// fail an oversized answer alone; resultFrameLimit is the largest
+	// type and headers; error text is cut to fit), told to workers in LOAD
+	// so that they fail an oversized answer alone; resultFrameLimit is the largest
 	// RESULT frame read from a worker, a batch of such answers plus framing.
 	answerLimit      int64
 	resultFrameLimit int

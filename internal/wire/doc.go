@@ -50,9 +50,10 @@
 //	             "server_name": "sagebox", "server_version": str,
 //	             "default_accept": str, "progress": str (optional: the
 //	             progress page's path), "max_answer": int (optional: the
-//	             most bytes of body, content type, header names and values
-//	             and error strings one answer may carry; the worker answers
-//	             a larger one with a 500 of its own instead)}
+//	             most bytes of body, content type and header names and
+//	             values one answer may carry; the worker answers a larger
+//	             one with a 500 of its own instead, and cuts error strings
+//	             that would not fit)}
 //	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}
 //	             or {"ok": false, "error": {"type": str, "message": str,
 //	             "traceback": str}}. model_fn has run exactly once when ok.

@@ -27,8 +27,8 @@ type Load struct {
 	// request it runs in (doc.go); empty for none.
 	Progress string `json:"progress,omitempty"`
 	// MaxAnswer is the most bytes one answer may carry in a RESULT (body,
-	// content type, headers and error strings); the worker fails a larger
-	// answer alone. 0: no limit given.
+	// content type and headers; error strings are cut to fit); the worker
+	// fails a larger answer alone. 0: no limit given.
 	MaxAnswer int64 `json:"max_answer,omitempty"`
 }
 

@@ -9,8 +9,8 @@ to its default, as in the toolkit, but a warning naming the missing file is
 logged and returned in LOADED. When loading fails, the worker appends the
 warnings gathered so far to the error's message (one ``Warning: ...`` line
 each), so the front end shows e.g. the missing file next to the default
-model_fn's error. Messages that tell the user to implement a handler name the program
-actually configured (``code/<SAGEMAKER_PROGRAM>``).
+model_fn's error. Messages that tell the user to implement a handler name
+the program actually configured (``code/<SAGEMAKER_PROGRAM>``).
 
 Functions looked up (all optional)::
 

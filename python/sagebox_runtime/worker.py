@@ -14,9 +14,10 @@ PING with a PONG, until the front end closes the connection (exit 0).
   LOAD, a second LOAD after one succeeded, a malformed payload) makes it
   print the reason on stderr and exit with status 2.
 * Answers are written whole: a RESULT frame is never split over two writes.
-  An answer larger than LOAD's ``max_answer`` (body, content type, headers
-  and error text) is replaced by a 500 that says so, for that request only:
-  the front end would refuse the whole frame, and the worker with it.
+  An answer larger than LOAD's ``max_answer`` (body, content type and
+  headers) is replaced by a 500 that says so, for that request only, and
+  error text that would not fit is cut: the front end would refuse the
+  whole frame, and the worker with it.
   When LOAD names a progress page (field ``progress``, a file the front end
   maps too), the worker records in it which request it is running and since
   when, and holds an answer back while the next INFER has already arrived
