@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -320,31 +319,4 @@ def transform_fn(model, data, content_type, accept):
 	if _, err := os.Stat(extracted[0]); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the extraction dir %s is still there after shutdown (%v)", extracted[0], err)
 	}
-	if pids := processesWithEnv(ms.cacheEnv); len(pids) != 0 {
-		t.Errorf("processes of this model server outlived it: %v", pids)
-	}
-}
-
-// processesWithEnv lists the processes whose environment holds the entry
-// kv (readable ones: this user's).
-func processesWithEnv(kv string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			continue
-		}
-		for _, v := range bytes.Split(env, []byte{0}) {
-			if string(v) == kv {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -167,12 +168,33 @@ func (ms *modelServer) waitExit(t *testing.T) {
 		t.Fatal("model-server did not exit after SIGTERM")
 	}
 	// Other tests may run workers concurrently; only ours carry our cache dir.
-	out, _ := exec.Command("pgrep", "-f", "sagebox_runtime worker --socket").Output()
-	for _, pid := range strings.Fields(string(out)) {
-		if env, err := os.ReadFile("/proc/" + pid + "/environ"); err == nil && bytes.Contains(env, []byte(ms.cacheEnv)) {
-			t.Errorf("worker %s outlived the model server", pid)
+	if pids := processesWithEnv(ms.cacheEnv); len(pids) != 0 {
+		t.Errorf("processes of this model server (workers) outlived it: %v", pids)
+	}
+}
+
+// processesWithEnv lists the processes whose environment holds the entry
+// kv (readable ones: this user's).
+func processesWithEnv(kv string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			continue
+		}
+		for _, v := range bytes.Split(env, []byte{0}) {
+			if string(v) == kv {
+				pids = append(pids, pid)
+				break
+			}
 		}
 	}
+	return pids
 }
 
 func readRows(t *testing.T, path string, n int) [][]float64 {
