@@ -62,6 +62,10 @@ type TrainingJob struct {
 	TrainingTimeInSeconds      *int64             `json:"TrainingTimeInSeconds,omitempty"`
 	BillableTimeInSeconds      *int64             `json:"BillableTimeInSeconds,omitempty"`
 	ProfilingStatus            string             `json:"ProfilingStatus,omitempty"`
+
+	// Internal is sagebox's own record of the job (the stop reason). The
+	// metadata store keeps it; the API never shows it.
+	Internal JobInternal `json:"-"`
 }
 
 // RawJSON is a JSON value kept verbatim.

@@ -6,21 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/metastore"
 )
-
-// Status messages of the transitions this package records.
-const (
-	msgStarting = "Preparing the instances for training"
-	msgStopping = "Stopping the training job"
-	msgFailed   = "Training job failed"
-)
-
-// maxFailureReason is the longest FailureReason SageMaker returns.
-const maxFailureReason = 1024
 
 // errJobNotFound is SageMaker's real answer for a missing training job.
 func errJobNotFound() error {
@@ -43,16 +32,9 @@ func (h *Handler) createTrainingJob(ctx context.Context, in *createTrainingJobIn
 		return nil, err
 	}
 	in.applyDefaults()
-	now := sagebox.NewTime(h.cfg.Now())
 	job := clientMembers(&in.job)
 	job.TrainingJobArn = h.arn("training-job", job.TrainingJobName)
-	job.TrainingJobStatus = sagebox.StatusInProgress
-	job.SecondaryStatus = sagebox.SecondaryStarting
-	job.SecondaryStatusTransitions = []sagebox.StatusTransition{
-		{Status: sagebox.SecondaryStarting, StartTime: now, StatusMessage: msgStarting},
-	}
-	job.CreationTime = now
-	job.LastModifiedTime = now
+	job.Begin(h.cfg.Now())
 	job.ProfilingStatus = profilingStatus(job.ProfilerConfig)
 
 	// Once accepted, the job is stored and submitted even if the client
@@ -63,10 +45,10 @@ func (h *Handler) createTrainingJob(ctx context.Context, in *createTrainingJobIn
 	}
 	if err := h.runner.Submit(ctx, job.TrainingJobName); err != nil {
 		h.logger.Error("submit training job", slog.String("job", job.TrainingJobName), slog.Any("err", err))
-		reason := "sagebox could not start the training job: " + err.Error()
+		reason := sagebox.TruncateRunes("sagebox could not start the training job: "+err.Error(), sagebox.MaxFailureReason)
 		_, uerr := h.jobs.UpdateTrainingJob(ctx, job.TrainingJobName, func(j *sagebox.TrainingJob) error {
 			if j.TrainingJobStatus == sagebox.StatusInProgress {
-				failJob(j, h.cfg.Now(), reason)
+				return j.Fail(reason, h.cfg.Now())
 			}
 			return nil
 		})
@@ -106,29 +88,6 @@ func clientMembers(in *sagebox.TrainingJob) *sagebox.TrainingJob {
 	}
 }
 
-// failJob moves j to Failed/Failed at now with reason.
-func failJob(j *sagebox.TrainingJob, now time.Time, reason string) {
-	t := sagebox.NewTime(now)
-	if len(reason) > maxFailureReason {
-		reason = strings.ToValidUTF8(reason[:maxFailureReason], "")
-	}
-	transition(j, sagebox.SecondaryFailed, t, msgFailed)
-	j.TrainingJobStatus = sagebox.StatusFailed
-	j.FailureReason = reason
-	j.TrainingEndTime = t
-}
-
-// transition ends the current secondary status at t and starts status.
-func transition(j *sagebox.TrainingJob, status string, t *sagebox.Time, message string) {
-	if n := len(j.SecondaryStatusTransitions); n > 0 && j.SecondaryStatusTransitions[n-1].EndTime == nil {
-		j.SecondaryStatusTransitions[n-1].EndTime = t
-	}
-	j.SecondaryStatusTransitions = append(j.SecondaryStatusTransitions,
-		sagebox.StatusTransition{Status: status, StartTime: t, StatusMessage: message})
-	j.SecondaryStatus = status
-	j.LastModifiedTime = t
-}
-
 type jobNameInput struct {
 	TrainingJobName string `json:"TrainingJobName"`
 }
@@ -166,9 +125,7 @@ func (h *Handler) stopTrainingJob(ctx context.Context, in *jobNameInput) (*struc
 			return sagebox.Errorf(sagebox.ErrValidation,
 				"The request was rejected because the training job is in status %s.", j.TrainingJobStatus)
 		}
-		j.TrainingJobStatus = sagebox.StatusStopping
-		transition(j, sagebox.SecondaryStopping, sagebox.NewTime(h.cfg.Now()), msgStopping)
-		return nil
+		return j.RequestStop(sagebox.SecondaryStopped, sagebox.MsgStopping, h.cfg.Now())
 	})
 	if errors.Is(err, metastore.ErrNotFound) {
 		return nil, errJobNotFound()

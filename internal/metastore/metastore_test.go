@@ -327,3 +327,28 @@ func names(jobs []*sagebox.TrainingJob) []string {
 	}
 	return out
 }
+
+// TestStopReasonIsStored: the stop reason is recorded with the job and read
+// back, in the list queries too, and never as an API member.
+func TestStopReasonIsStored(t *testing.T) {
+	db, _ := openDB(t)
+	ctx := context.Background()
+	j := newJob("stopped-for-time", 0)
+	mustCreate(t, db, j)
+	if _, err := db.UpdateTrainingJob(ctx, j.TrainingJobName, func(j *sagebox.TrainingJob) error {
+		return j.RequestStop(sagebox.SecondaryMaxRuntimeExceeded, "time is up", at(time.Minute))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.TrainingJob(ctx, j.TrainingJobName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Internal.StopReason != sagebox.SecondaryMaxRuntimeExceeded || !got.Internal.StopRequestedAt.Equal(at(time.Minute)) {
+		t.Errorf("stored record %+v", got.Internal)
+	}
+	listed, err := db.TrainingJobsWithStatus(ctx, sagebox.StatusStopping)
+	if err != nil || len(listed) != 1 || listed[0].Internal.StopReason != sagebox.SecondaryMaxRuntimeExceeded {
+		t.Errorf("listed %v, %v", listed, err)
+	}
+}

@@ -163,12 +163,22 @@ func queryJobs(ctx context.Context, q querier, query string, args ...any) ([]*sa
 	return jobs, rows.Err()
 }
 
+// storedJob is a job as the body column holds it: the API's shape plus
+// sagebox's own record under a key no SageMaker member has.
+type storedJob struct {
+	*sagebox.TrainingJob
+	Internal *sagebox.JobInternal `json:"_sagebox,omitempty"`
+}
+
 func decodeJob(body []byte) (*sagebox.TrainingJob, error) {
-	var job sagebox.TrainingJob
-	if err := json.Unmarshal(body, &job); err != nil {
+	s := storedJob{TrainingJob: &sagebox.TrainingJob{}}
+	if err := json.Unmarshal(body, &s); err != nil {
 		return nil, fmt.Errorf("decode stored training job: %w", err)
 	}
-	return &job, nil
+	if s.Internal != nil {
+		s.TrainingJob.Internal = *s.Internal
+	}
+	return s.TrainingJob, nil
 }
 
 // row is a job as the training_jobs table holds it.
@@ -185,7 +195,11 @@ func jobRow(job *sagebox.TrainingJob) (row, error) {
 	if job.CreationTime == nil {
 		return row{}, fmt.Errorf("training job %s has no CreationTime", job.TrainingJobName)
 	}
-	body, err := json.Marshal(job)
+	s := storedJob{TrainingJob: job}
+	if job.Internal != (sagebox.JobInternal{}) {
+		s.Internal = &job.Internal
+	}
+	body, err := json.Marshal(s)
 	if err != nil {
 		return row{}, fmt.Errorf("encode training job %s: %w", job.TrainingJobName, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sagebox/sagebox"
 )
 
 // Failure reasons follow what SageMaker shows:
@@ -27,23 +29,15 @@ import (
 // "InternalServerError: ...".
 
 // maxFailureText is how much of output/failure becomes FailureReason.
-const maxFailureText = 1024
+const maxFailureText = sagebox.MaxFailureReason
 
 // maxErrorMessage bounds the ErrorMessage part we generate, so that the
 // exception survives the 1024-character cut together with the command.
 const maxErrorMessage = 700
 
-func truncateRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n])
-}
-
 // algorithmError is the FailureReason for a failure file's text.
 func algorithmError(failureText string) string {
-	return "AlgorithmError: " + truncateRunes(strings.ToValidUTF8(failureText, "\uFFFD"), maxFailureText)
+	return "AlgorithmError: " + sagebox.TruncateRunes(strings.ToValidUTF8(failureText, "\uFFFD"), maxFailureText)
 }
 
 // readFailureFile returns the content of output/failure, if there is one.
@@ -92,7 +86,7 @@ func executeUserScriptError(exit exitStatus, errorMessage string, argv []string)
 // installError is the FailureReason for a failed pip install.
 func installError(kind string, err error, command []string) string {
 	msg := lastLines(err.Error(), 12)
-	return truncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, shellJoin(command)), maxFailureText)
+	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, shellJoin(command)), maxFailureText)
 }
 
 func lastLines(s string, n int) string {

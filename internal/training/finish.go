@@ -49,7 +49,7 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 				if errors.As(err, &je) {
 					reason = je.reason
 				}
-				o = failedOutcome(truncateRunes(reason, maxFailureText), true)
+				o = failedOutcome(sagebox.TruncateRunes(reason, maxFailureText), true)
 			}
 		}
 		modelURI = uri

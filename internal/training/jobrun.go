@@ -79,7 +79,7 @@ func (jr *jobRun) runFromStart(ctx context.Context) {
 		return
 	}
 	if job.TrainingJobStatus == sagebox.StatusStopping {
-		jr.requestStop(stopReasonOf(job))
+		jr.requestStop(job.StopReason())
 	}
 	if err := jr.init(job); err != nil {
 		jr.end(ctx, failedOutcome(failureReason(err), false))

@@ -3,7 +3,6 @@ package training
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/sagebox/sagebox"
@@ -37,36 +36,28 @@ import (
 // TrainingEndTime, TrainingTimeInSeconds and BillableTimeInSeconds
 // (training seconds × instance count) are set with the terminal status.
 
-// Status messages, as SageMaker words them where it has one.
+// The status messages and the rules of every transition are the root
+// type's (sagebox.TrainingJob.Advance, RequestStop, End): the runner and the
+// control plane write one state machine.
 const (
-	msgDownloading = "Downloading input data"
-	msgTraining    = "Training image download completed. Training in progress."
-	msgUploading   = "Uploading generated training model"
-	msgCompleted   = "Training job completed"
-	msgFailed      = "Training job failed"
-	msgStopped     = "Training job stopped"
+	msgDownloading = sagebox.MsgDownloading
+	msgTraining    = sagebox.MsgTraining
+	msgUploading   = sagebox.MsgUploading
+	msgCompleted   = sagebox.MsgCompleted
+	msgFailed      = sagebox.MsgFailed
+	msgStopped     = sagebox.MsgStopped
 )
 
 // errTerminal aborts an update of a job that has already ended.
-var errTerminal = errors.New("training job already ended")
+var errTerminal = sagebox.ErrJobEnded
 
 // transition moves job to secondary (an InProgress phase), keeping
-// TrainingJobStatus Stopping if the job is being stopped. While a job is
-// Stopping, the staging and training phases are not recorded: the stop
-// path takes over.
+// TrainingJobStatus Stopping if the job is being stopped.
 func (r *Runner) transition(ctx context.Context, job, secondary, message string, mutate func(*sagebox.TrainingJob)) (*sagebox.TrainingJob, error) {
 	return r.jobs.UpdateTrainingJob(ctx, job, func(j *sagebox.TrainingJob) error {
-		if sagebox.Terminal(j.TrainingJobStatus) {
-			return errTerminal
+		if err := j.Advance(secondary, message, r.now()); err != nil {
+			return err
 		}
-		now := r.now()
-		if j.TrainingJobStatus != sagebox.StatusStopping {
-			j.TrainingJobStatus = sagebox.StatusInProgress
-			appendTransition(j, secondary, message, now)
-		} else if secondary == sagebox.SecondaryUploading {
-			appendTransition(j, secondary, message, now)
-		}
-		j.LastModifiedTime = sagebox.NewTime(now)
 		if mutate != nil {
 			mutate(j)
 		}
@@ -75,17 +66,15 @@ func (r *Runner) transition(ctx context.Context, job, secondary, message string,
 }
 
 // markStopping records that the runner itself is stopping the job
-// (MaxRuntimeInSeconds): Stopping/MaxRuntimeExceeded.
-func (r *Runner) markStopping(ctx context.Context, job, secondary, message string) error {
+// (MaxRuntimeInSeconds): Stopping/MaxRuntimeExceeded. A job the control
+// plane is already stopping keeps its reason.
+func (r *Runner) markStopping(ctx context.Context, job, reason, message string) error {
 	_, err := r.jobs.UpdateTrainingJob(ctx, job, func(j *sagebox.TrainingJob) error {
-		if sagebox.Terminal(j.TrainingJobStatus) {
-			return errTerminal
+		err := j.RequestStop(reason, message, r.now())
+		if errors.Is(err, sagebox.ErrNotInProgress) {
+			return nil
 		}
-		now := r.now()
-		j.TrainingJobStatus = sagebox.StatusStopping
-		appendTransition(j, secondary, message, now)
-		j.LastModifiedTime = sagebox.NewTime(now)
-		return nil
+		return err
 	})
 	return err
 }
@@ -93,56 +82,15 @@ func (r *Runner) markStopping(ctx context.Context, job, secondary, message strin
 // finalize sets the terminal status with its times.
 func (r *Runner) finalize(ctx context.Context, job string, o outcome, mutate func(*sagebox.TrainingJob)) (*sagebox.TrainingJob, error) {
 	return r.jobs.UpdateTrainingJob(ctx, job, func(j *sagebox.TrainingJob) error {
-		if sagebox.Terminal(j.TrainingJobStatus) {
-			return errTerminal
-		}
-		now := r.now()
-		j.TrainingJobStatus = o.Status
-		appendTransition(j, o.Secondary, o.Message, now)
-		last := &j.SecondaryStatusTransitions[len(j.SecondaryStatusTransitions)-1]
-		last.EndTime = last.StartTime
-		j.LastModifiedTime = sagebox.NewTime(now)
-		if o.FailureReason != "" {
-			j.FailureReason = o.FailureReason
-		}
-		if j.TrainingStartTime != nil {
-			j.TrainingEndTime = sagebox.NewTime(now)
-			secs := int64(math.Ceil(now.Sub(j.TrainingStartTime.Time).Seconds()))
-			secs = max(secs, 1)
-			count := int64(1)
-			if j.ResourceConfig != nil && j.ResourceConfig.InstanceCount > 0 {
-				count = int64(j.ResourceConfig.InstanceCount)
-			}
-			billable := secs * count
-			j.TrainingTimeInSeconds = &secs
-			j.BillableTimeInSeconds = &billable
+		err := j.End(sagebox.Outcome{Status: o.Status, Secondary: o.Secondary, Message: o.Message, FailureReason: o.FailureReason}, r.now())
+		if err != nil {
+			return err
 		}
 		if mutate != nil {
 			mutate(j)
 		}
 		return nil
 	})
-}
-
-// appendTransition closes the current transition and opens secondary (a
-// repeated status only updates the message).
-func appendTransition(j *sagebox.TrainingJob, secondary, message string, now time.Time) {
-	t := sagebox.NewTime(now)
-	if n := len(j.SecondaryStatusTransitions); n > 0 {
-		last := &j.SecondaryStatusTransitions[n-1]
-		if last.Status == secondary && last.EndTime == nil {
-			last.StatusMessage = message
-			j.SecondaryStatus = secondary
-			return
-		}
-		if last.EndTime == nil {
-			last.EndTime = t
-		}
-	}
-	j.SecondaryStatusTransitions = append(j.SecondaryStatusTransitions, sagebox.StatusTransition{
-		Status: secondary, StartTime: t, StatusMessage: message,
-	})
-	j.SecondaryStatus = secondary
 }
 
 // outcome is how a job ended, decided before uploading and persisted so

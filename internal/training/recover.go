@@ -55,7 +55,7 @@ func (jr *jobRun) resume(ctx context.Context) {
 		return
 	}
 	if job.TrainingJobStatus == sagebox.StatusStopping {
-		jr.requestStop(stopReasonOf(job))
+		jr.requestStop(job.StopReason())
 	}
 	if err := jr.init(job); err != nil {
 		jr.end(ctx, failedOutcome(failureReason(err), false))
@@ -124,19 +124,6 @@ func (jr *jobRun) loadHostState() bool {
 		}
 	}
 	return any
-}
-
-// stopReasonOf tells a MaxRuntime stop from a StopTrainingJob.
-func stopReasonOf(job *sagebox.TrainingJob) string {
-	if job.SecondaryStatus == sagebox.SecondaryMaxRuntimeExceeded {
-		return sagebox.SecondaryMaxRuntimeExceeded
-	}
-	for _, t := range job.SecondaryStatusTransitions {
-		if t.Status == sagebox.SecondaryMaxRuntimeExceeded {
-			return sagebox.SecondaryMaxRuntimeExceeded
-		}
-	}
-	return sagebox.SecondaryStopped
 }
 
 // trainingStartOf is when the job entered Training (the MaxRuntime clock).

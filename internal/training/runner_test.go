@@ -270,8 +270,9 @@ func TestStopRunsSigtermHandler(t *testing.T) {
 		t.Error("checkpoint not restored before start")
 	}
 	e.mem.update(t, "stopme", func(j *sagebox.TrainingJob) { // StopTrainingJob
-		j.TrainingJobStatus, j.SecondaryStatus = sagebox.StatusStopping, sagebox.SecondaryStopping
-		appendTransition(j, sagebox.SecondaryStopping, "Stopping the training job", time.Now())
+		if err := j.RequestStop(sagebox.SecondaryStopped, sagebox.MsgStopping, time.Now()); err != nil {
+			t.Error(err)
+		}
 	})
 	if err := e.runner.Stop(context.Background(), "stopme"); err != nil {
 		t.Fatal(err)
@@ -478,7 +479,7 @@ func TestRecoverStates(t *testing.T) {
 	// A job caught while downloading is staged again and runs.
 	hps := e.putSource("was-downloading", map[string]string{"train.py": "print('ran after restart')\n"})
 	e.mem.put(t, newTestJob("was-downloading", hps, func(j *sagebox.TrainingJob) {
-		appendTransition(j, sagebox.SecondaryDownloading, msgDownloading, time.Now())
+		_ = j.Advance(sagebox.SecondaryDownloading, msgDownloading, time.Now())
 		j.TrainingStartTime = sagebox.NewTime(time.Now())
 	}))
 	// A training job whose process vanished without an exit status.
@@ -488,7 +489,7 @@ func TestRecoverStates(t *testing.T) {
 	}
 	hps = e.putSource("was-training", map[string]string{"train.py": ""})
 	e.mem.put(t, newTestJob("was-training", hps, func(j *sagebox.TrainingJob) {
-		appendTransition(j, sagebox.SecondaryTraining, msgTraining, time.Now())
+		_ = j.Advance(sagebox.SecondaryTraining, msgTraining, time.Now())
 		j.TrainingStartTime = sagebox.NewTime(time.Now())
 	}))
 	state := filepath.Join(e.dataDir, "jobs", "was-training", ".sagebox", "algo-1")
@@ -497,7 +498,7 @@ func TestRecoverStates(t *testing.T) {
 	// A training job that finished while the server was down.
 	hps = e.putSource("was-done", map[string]string{"train.py": ""})
 	e.mem.put(t, newTestJob("was-done", hps, func(j *sagebox.TrainingJob) {
-		appendTransition(j, sagebox.SecondaryTraining, msgTraining, time.Now())
+		_ = j.Advance(sagebox.SecondaryTraining, msgTraining, time.Now())
 		j.TrainingStartTime = sagebox.NewTime(time.Now())
 	}))
 	state = filepath.Join(e.dataDir, "jobs", "was-done", ".sagebox", "algo-1")
@@ -571,10 +572,9 @@ func TestStopBeforeRecover(t *testing.T) {
 	}
 	hps := e.putSource("orphan", map[string]string{"train.py": ""})
 	e.mem.put(t, newTestJob("orphan", hps, func(j *sagebox.TrainingJob) {
-		appendTransition(j, sagebox.SecondaryTraining, msgTraining, time.Now())
+		_ = j.Advance(sagebox.SecondaryTraining, msgTraining, time.Now())
 		j.TrainingStartTime = sagebox.NewTime(time.Now())
-		j.TrainingJobStatus = sagebox.StatusStopping
-		appendTransition(j, sagebox.SecondaryStopping, "Stopping the training job", time.Now())
+		_ = j.RequestStop(sagebox.SecondaryStopped, sagebox.MsgStopping, time.Now())
 	}))
 	state := filepath.Join(e.dataDir, "jobs", "orphan", ".sagebox", "algo-1")
 	os.MkdirAll(state, 0o755)

@@ -286,7 +286,7 @@ func clientErrorf(format string, args ...any) error {
 func failureReason(err error) string {
 	var je *jobError
 	if errors.As(err, &je) {
-		return truncateRunes(je.reason, 1024)
+		return sagebox.TruncateRunes(je.reason, sagebox.MaxFailureReason)
 	}
-	return truncateRunes("InternalServerError: "+err.Error(), 1024)
+	return sagebox.TruncateRunes("InternalServerError: "+err.Error(), sagebox.MaxFailureReason)
 }
