@@ -10,6 +10,7 @@ package archive
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,11 +27,63 @@ import (
 // outside the destination directory.
 var ErrUnsafePath = errors.New("unsafe path in archive")
 
+// Limits bound what one extraction may create, so that a small archive
+// cannot fill the disk (a tar bomb). Zero fields mean no limit.
+type Limits struct {
+	// MaxBytes bounds the total size of the files, counted as their
+	// apparent size (a sparse file counts in full, though its holes are
+	// kept as holes on disk).
+	MaxBytes int64
+	// MaxEntries bounds the number of entries of any kind.
+	MaxEntries int
+}
+
+// LimitError is Extract's error when an archive goes past a limit. It
+// wraps ErrLimit.
+type LimitError struct {
+	What  string // "size" or "entries"
+	Max   int64  // the limit: bytes or entries
+	Entry string // the entry that went past it
+}
+
+// ErrLimit is wrapped by every LimitError.
+var ErrLimit = errors.New("archive exceeds its extraction limit")
+
+func (e *LimitError) Error() string {
+	if e.What == "entries" {
+		return fmt.Sprintf("archive has more than %d entries (stopped at %q)", e.Max, e.Entry)
+	}
+	return fmt.Sprintf("archive unpacks to more than %s (stopped at %q)", humanBytes(e.Max), e.Entry)
+}
+
+func (e *LimitError) Unwrap() error { return ErrLimit }
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	v, suffix := float64(n), "KMGTPE"
+	i := -1
+	for v >= unit && i < len(suffix)-1 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB (%d bytes)", v, suffix[i], n)
+}
+
 // Extract unpacks a tar archive, gzip-compressed or not (detected from the
-// first bytes), into dest, creating it if needed. Regular files, directories,
-// and symlinks and hard links that stay inside dest are supported; device
-// nodes and FIFOs are skipped. Ownership is not restored.
+// first bytes), into dest, creating it if needed, with no limits. Regular
+// files (GNU sparse ones too, with their holes), directories, and symlinks
+// and hard links that stay inside dest are supported; device nodes and
+// FIFOs are skipped. Ownership is not restored.
 func Extract(ctx context.Context, r io.Reader, dest string) error {
+	return ExtractLimited(ctx, r, dest, Limits{})
+}
+
+// ExtractLimited is Extract that stops with a *LimitError once the archive
+// goes past lim. What was extracted up to then stays in dest.
+func ExtractLimited(ctx context.Context, r io.Reader, dest string, lim Limits) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var src io.Reader = br
 	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -49,7 +102,7 @@ func Extract(ctx context.Context, r io.Reader, dest string) error {
 	if err != nil {
 		return fmt.Errorf("resolve %s: %w", dest, err)
 	}
-	x := &extractor{root: root}
+	x := &extractor{root: root, lim: lim}
 	err = x.run(ctx, tar.NewReader(src))
 	// Links are checked even after a failed entry: a half-extracted tree
 	// must not keep a link out either.
@@ -79,7 +132,11 @@ func (x *extractor) run(ctx context.Context, tr *tar.Reader) error {
 
 // extractor carries what one Extract call has created so far.
 type extractor struct {
-	root string
+	root    string
+	lim     Limits
+	entries int
+	bytes   int64
+	zero    []byte // a chunk of zeros, to find holes
 	// symlinks are the links created, checked again once every entry is in
 	// place: a link that looks inside root by its text can still resolve
 	// outside through an earlier link ("a" -> ".", then "b" -> "a/..").
@@ -122,12 +179,17 @@ func within(root, p string) bool {
 
 // ExtractFile is Extract on the archive at path.
 func ExtractFile(ctx context.Context, archivePath, dest string) error {
+	return ExtractFileLimited(ctx, archivePath, dest, Limits{})
+}
+
+// ExtractFileLimited is ExtractLimited on the archive at path.
+func ExtractFileLimited(ctx context.Context, archivePath, dest string, lim Limits) error {
 	f, err := os.Open(archivePath)
 	if err != nil {
 		return fmt.Errorf("open archive: %w", err)
 	}
 	defer f.Close()
-	return Extract(ctx, f, dest)
+	return ExtractLimited(ctx, f, dest, lim)
 }
 
 // target maps an entry name to a path inside root, or says why it cannot:
@@ -173,6 +235,20 @@ func symlinkParent(root, p string) string {
 
 func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 	root := x.root
+	switch hdr.Typeflag {
+	case tar.TypeXGlobalHeader, tar.TypeXHeader:
+		return nil
+	}
+	x.entries++
+	if x.lim.MaxEntries > 0 && x.entries > x.lim.MaxEntries {
+		return &LimitError{What: "entries", Max: int64(x.lim.MaxEntries), Entry: hdr.Name}
+	}
+	if hdr.Typeflag == tar.TypeDir && path.Clean("/"+hdr.Name) == "/" {
+		// The destination itself: the SageMaker SDK's repack writes its
+		// model.tar.gz with a first entry "/" (tarfile's arcname of the
+		// root), which names nothing outside.
+		return nil
+	}
 	p, why := target(root, hdr.Name)
 	if why != "" {
 		return fmt.Errorf("%w: %q %s", ErrUnsafePath, hdr.Name, why)
@@ -193,7 +269,13 @@ func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 			return fmt.Errorf("create dir %s: %w", hdr.Name, err)
 		}
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		// archive/tar expands a GNU sparse member's holes into zeros as it
+		// is read; writeFile turns runs of zeros back into holes.
+		if x.lim.MaxBytes > 0 && x.bytes+hdr.Size > x.lim.MaxBytes {
+			return &LimitError{What: "size", Max: x.lim.MaxBytes, Entry: hdr.Name}
+		}
+		x.bytes += hdr.Size
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("create dir for %s: %w", hdr.Name, err)
 		}
@@ -206,7 +288,7 @@ func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("create %s: %w", hdr.Name, err)
 		}
-		if _, err := io.Copy(f, r); err != nil {
+		if err := x.writeFile(f, r, hdr.Size); err != nil {
 			f.Close()
 			return fmt.Errorf("write %s: %w", hdr.Name, err)
 		}
@@ -254,11 +336,48 @@ func (x *extractor) extractEntry(hdr *tar.Header, r io.Reader) error {
 			return fmt.Errorf("create hard link %s: %w", hdr.Name, err)
 		}
 		return nil
-	case tar.TypeXGlobalHeader, tar.TypeXHeader:
-		return nil
 	default:
 		// Devices, FIFOs and other specials have no place in a model or code
 		// archive; skip them rather than fail a job over a stray entry.
 		return nil
 	}
+}
+
+// holeChunk is the unit in which runs of zeros become holes.
+const holeChunk = 64 << 10
+
+// writeFile copies an entry's size bytes to f, leaving every whole chunk
+// of zeros as a hole (so a sparse member stays sparse, and a file of zeros
+// costs no disk).
+func (x *extractor) writeFile(f *os.File, r io.Reader, size int64) error {
+	if x.zero == nil {
+		x.zero = make([]byte, holeChunk)
+	}
+	buf := make([]byte, holeChunk)
+	var off int64
+	hole := false
+	for off < size {
+		n, err := io.ReadFull(r, buf[:min(int64(len(buf)), size-off)])
+		if n > 0 {
+			if n == holeChunk && bytes.Equal(buf, x.zero) {
+				hole = true
+			} else {
+				if _, werr := f.WriteAt(buf[:n], off); werr != nil {
+					return werr
+				}
+				hole = false
+			}
+			off += int64(n)
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return fmt.Errorf("archive ends inside the file: %w", io.ErrUnexpectedEOF)
+			}
+			return err
+		}
+	}
+	if hole {
+		return f.Truncate(size)
+	}
+	return nil
 }
