@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -48,7 +49,12 @@ type errorBody struct {
 func (h *Handler) writeError(w http.ResponseWriter, requestID, target string, err error) {
 	var se *sagebox.Error
 	if !errors.As(err, &se) {
-		h.logger.Error("request failed", slog.String("request_id", requestID), slog.String("op", target), slog.Any("err", err))
+		if errors.Is(err, context.Canceled) {
+			// The client hung up before the answer: nothing failed here.
+			h.logger.Debug("request abandoned by the client", slog.String("request_id", requestID), slog.String("op", target))
+		} else {
+			h.logger.Error("request failed", slog.String("request_id", requestID), slog.String("op", target), slog.Any("err", err))
+		}
 		se = &sagebox.Error{Code: sagebox.ErrInternal, Message: internalMessage}
 	}
 	w.Header().Set("X-Amzn-ErrorType", se.Code)

@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/sqldb"
 )
 
 // Sort keys and orders of TrainingJobQuery, spelled as the API spells them.
@@ -141,7 +143,11 @@ func (db *DB) ListTrainingJobs(ctx context.Context, q TrainingJobQuery) ([]*sage
 	query += "name " + dir + " LIMIT ?"
 	args = append(args, limit+1)
 
-	jobs, err := queryJobs(ctx, db.sql.R, query, args...)
+	var jobs []*sagebox.TrainingJob
+	err := db.sql.Read(ctx, sqldb.BulkRead, func(r *sql.DB) (err error) {
+		jobs, err = queryJobs(ctx, r, query, args...)
+		return err
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("list training jobs: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/sqldb"
 )
 
 // AddMetrics appends points to the named job's metric time series, all in
@@ -52,12 +53,21 @@ func (db *DB) AddMetrics(ctx context.Context, job string, points []sagebox.Metri
 // order they were added), with millisecond timestamps in UTC. A missing job
 // yields ErrNotFound; a job without metrics yields an empty slice.
 func (db *DB) Metrics(ctx context.Context, job string) ([]sagebox.MetricPoint, error) {
-	if _, err := storedName(ctx, db.sql.R, job); errors.Is(err, ErrNotFound) {
+	var points []sagebox.MetricPoint
+	err := db.sql.Read(ctx, sqldb.PointRead, func(r *sql.DB) (err error) {
+		points, err = readMetrics(ctx, r, job)
+		return err
+	})
+	return points, err
+}
+
+func readMetrics(ctx context.Context, r *sql.DB, job string) ([]sagebox.MetricPoint, error) {
+	if _, err := storedName(ctx, r, job); errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
 	} else if err != nil {
 		return nil, fmt.Errorf("read metrics of %s: %w", job, err)
 	}
-	rows, err := db.sql.R.QueryContext(ctx,
+	rows, err := r.QueryContext(ctx,
 		`SELECT name, value, timestamp FROM training_job_metrics WHERE job = ? ORDER BY timestamp, id`, job)
 	if err != nil {
 		return nil, fmt.Errorf("read metrics of %s: %w", job, err)

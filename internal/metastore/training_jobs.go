@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/sqldb"
 )
 
 // CreateTrainingJob stores a new job. job.TrainingJobName and
@@ -49,7 +50,11 @@ func (db *DB) CreateTrainingJob(ctx context.Context, job *sagebox.TrainingJob) e
 
 // TrainingJob returns the named job, or ErrNotFound.
 func (db *DB) TrainingJob(ctx context.Context, name string) (*sagebox.TrainingJob, error) {
-	job, err := getJob(ctx, db.sql.R, name)
+	var job *sagebox.TrainingJob
+	err := db.sql.Read(ctx, sqldb.PointRead, func(r *sql.DB) (err error) {
+		job, err = getJob(ctx, r, name)
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, ErrNotFound
 	}
@@ -117,7 +122,11 @@ func (db *DB) TrainingJobsWithStatus(ctx context.Context, statuses ...string) ([
 	}
 	q := `SELECT body FROM training_jobs WHERE status IN (?` + strings.Repeat(", ?", len(statuses)-1) +
 		`) ORDER BY creation_time, name`
-	jobs, err := queryJobs(ctx, db.sql.R, q, args...)
+	var jobs []*sagebox.TrainingJob
+	err := db.sql.Read(ctx, sqldb.BulkRead, func(r *sql.DB) (err error) {
+		jobs, err = queryJobs(ctx, r, q, args...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list training jobs with status %v: %w", statuses, err)
 	}

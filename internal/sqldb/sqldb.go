@@ -61,8 +61,52 @@ type DB struct {
 	// W is the write pool (one connection). Use it for every statement that
 	// writes, and for reads that must see the transaction's own writes.
 	W *sql.DB
-	// R is the read pool.
+	// R is the read pool. Prefer Read, which admits queries fairly.
 	R *sql.DB
+
+	admit *gate // one unit per read connection
+	bulk  *gate // Readers-1 units: bulk reads leave a connection for point reads
+}
+
+// ReadKind says how a read uses the pool.
+type ReadKind int
+
+const (
+	// PointRead is a short lookup (one row by key).
+	PointRead ReadKind = iota
+	// BulkRead is a listing or a scan, which holds its connection longer.
+	BulkRead
+)
+
+// Read runs fn on the read pool once admitted, in arrival order. Left to
+// itself, database/sql hands a freed connection to a random waiter, so
+// under saturation a few queries waited many times longer than the rest
+// (ListTrainingJobs with 500 callers: p50 1.1 s, p99 6.1 s). Bulk reads may
+// hold at most Readers-1 connections between them, so a point read (a
+// describe) never queues behind more than that many listings. fn must be
+// done with the pool when it returns (rows closed).
+func (db *DB) Read(ctx context.Context, kind ReadKind, fn func(*sql.DB) error) error {
+	if kind == BulkRead && db.bulk != nil {
+		if err := db.bulk.acquire(ctx); err != nil {
+			return err
+		}
+		defer db.bulk.release()
+	}
+	if err := db.admit.acquire(ctx); err != nil {
+		return err
+	}
+	defer db.admit.release()
+	return fn(db.R)
+}
+
+// Waiting is how many reads wait for admission (bulk reads waiting for
+// their share count too).
+func (db *DB) Waiting() int {
+	n := db.admit.waiting()
+	if db.bulk != nil {
+		n += db.bulk.waiting()
+	}
+	return n
 }
 
 // Open opens (creating if needed) the database file at file, applies pending
@@ -115,7 +159,11 @@ func Open(ctx context.Context, file string, opts Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(readers)
 	r.SetMaxIdleConns(readers)
-	return &DB{W: w, R: r}, nil
+	db := &DB{W: w, R: r, admit: newGate(readers)}
+	if readers > 1 {
+		db.bulk = newGate(readers - 1)
+	}
+	return db, nil
 }
 
 // Close closes both pools. With the last connection closed SQLite

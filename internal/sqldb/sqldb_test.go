@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/sagebox/sagebox/internal/sqldb"
 )
@@ -93,5 +95,110 @@ func TestWriteTxRollsBack(t *testing.T) {
 	var n int
 	if err := db.R.QueryRowContext(ctx, "SELECT COUNT(*) FROM a").Scan(&n); err != nil || n != 0 {
 		t.Errorf("rows = %d, %v; want the insert rolled back", n, err)
+	}
+}
+
+// TestBulkReadsLeaveAConnection: while listings hold every connection they
+// may, a point read still runs at once, and a further listing waits its
+// turn instead of taking the last connection.
+func TestBulkReadsLeaveAConnection(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "x.db"), sqldb.Options{Readers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	for i := 0; i < 2; i++ { // Readers-1 listings hold their connections
+		go db.Read(ctx, sqldb.BulkRead, func(r *sql.DB) error {
+			held <- struct{}{}
+			<-release
+			return nil
+		})
+		<-held
+	}
+	third := make(chan struct{})
+	go db.Read(ctx, sqldb.BulkRead, func(r *sql.DB) error { close(third); return nil })
+
+	done := make(chan error, 1)
+	go func() {
+		done <- db.Read(ctx, sqldb.PointRead, func(r *sql.DB) error {
+			var one int
+			return r.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a point read waited behind listings that hold Readers-1 connections")
+	}
+	select {
+	case <-third:
+		t.Fatal("a third listing ran while two held their connections: nothing is left for point reads")
+	default:
+	}
+	close(release)
+	select {
+	case <-third:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting listing never ran")
+	}
+}
+
+// TestReadsAreAdmittedInArrivalOrder: with one connection, queued reads run
+// in the order they asked (database/sql alone picks a random waiter).
+func TestReadsAreAdmittedInArrivalOrder(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqldb.Open(ctx, filepath.Join(t.TempDir(), "x.db"), sqldb.Options{Readers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	go db.Read(ctx, sqldb.PointRead, func(r *sql.DB) error { close(held); <-release; return nil })
+	<-held
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	const n = 50
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		queued := make(chan struct{})
+		go func() {
+			defer wg.Done()
+			close(queued)
+			db.Read(ctx, sqldb.PointRead, func(r *sql.DB) error {
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				return nil
+			})
+		}()
+		<-queued
+		waitQueued(t, db, i+1)
+	}
+	close(release)
+	wg.Wait()
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("admitted out of order: %v", order)
+		}
+	}
+}
+
+// waitQueued polls until n reads wait for admission.
+func waitQueued(t *testing.T, db *sqldb.DB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for db.Waiting() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads queued, want %d", db.Waiting(), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
