@@ -20,6 +20,7 @@ import (
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/archive"
 	"github.com/sagebox/sagebox/internal/objectstore"
+	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 )
 
@@ -28,7 +29,7 @@ import (
 // pattern), so the shim runs for real without building cmd/sagebox.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-shim" {
-		os.Exit(RunShim(context.Background(), os.Args[2:]))
+		os.Exit(proc.RunSupervisor(context.Background(), os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
@@ -327,18 +328,10 @@ func (e *env) cleanup() {
 }
 
 func killJobProcesses(dataDir string) {
-	children, _ := filepath.Glob(filepath.Join(dataDir, "jobs", "*", ".sagebox", "*", fileChild))
-	for _, p := range children {
-		var c childRecord
-		if readJSON(p, &c) == nil && c.PGID > 0 {
-			_ = syscall.Kill(-c.PGID, syscall.SIGKILL)
-		}
-	}
-	shims, _ := filepath.Glob(filepath.Join(dataDir, "jobs", "*", ".sagebox", "*", fileShim))
-	for _, p := range shims {
-		var r launchRecord
-		if readJSON(p, &r) == nil && r.ShimPID > 0 && procRunsWith(r.ShimPID, filepath.Dir(p)) {
-			_ = syscall.Kill(r.ShimPID, syscall.SIGKILL)
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "jobs", "*", ".sagebox", "*"))
+	for _, dir := range dirs {
+		if h, err := proc.Adopt(context.Background(), dir); err == nil {
+			_ = h.Signal(syscall.SIGKILL)
 		}
 	}
 }
