@@ -95,6 +95,7 @@ type memJobs struct {
 	mu      sync.Mutex
 	jobs    map[string][]byte // JSON, so callers never share memory
 	metrics map[string][]sagebox.MetricPoint
+	persist string // when set, jobs are also written there after each update
 }
 
 func newMemJobs() (*fakeJobs, *memJobs) {
@@ -131,6 +132,12 @@ func newMemJobs() (*fakeJobs, *memJobs) {
 				return nil, err
 			}
 			m.jobs[name] = b
+			if m.persist != "" {
+				all, _ := json.Marshal(m.jobs)
+				if err := writeFileAtomic(m.persist, all); err != nil {
+					return nil, err
+				}
+			}
 			return load(name)
 		},
 		TrainingJobsWithStatusFunc: func(ctx context.Context, statuses ...string) ([]*sagebox.TrainingJob, error) {
@@ -285,14 +292,21 @@ type env struct {
 
 func newEnv(t testing.TB, tweak ...func(*Config)) *env {
 	t.Helper()
-	dir := t.TempDir()
+	return newEnvAt(t, t.TempDir(), tweak...)
+}
+
+// newEnvAt is newEnv on dir, which may hold an earlier env's data.
+func newEnvAt(t testing.TB, dir string, tweak ...func(*Config)) *env {
+	t.Helper()
 	store, err := objectstore.OpenWithOptions(filepath.Join(dir, "s3"), objectstore.Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := store.CreateBucket(context.Background(), "bkt"); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(dir, "jobs")); err != nil {
+		if err := store.CreateBucket(context.Background(), "bkt"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	jobs, mem := newMemJobs()
 	sink, logs := newMemLogs()
