@@ -8,8 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
