@@ -20,6 +20,7 @@ import (
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/archive"
 	"github.com/sagebox/sagebox/internal/objectstore"
+	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 )
 
@@ -28,7 +29,7 @@ import (
 // pattern), so the shim runs for real without building cmd/sagebox.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-shim" {
-		os.Exit(RunShim(context.Background(), os.Args[2:]))
+		os.Exit(proc.RunSupervisor(context.Background(), os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
@@ -94,6 +95,7 @@ type memJobs struct {
 	mu      sync.Mutex
 	jobs    map[string][]byte // JSON, so callers never share memory
 	metrics map[string][]sagebox.MetricPoint
+	persist string // when set, jobs are also written there after each update
 }
 
 func newMemJobs() (*fakeJobs, *memJobs) {
@@ -130,6 +132,12 @@ func newMemJobs() (*fakeJobs, *memJobs) {
 				return nil, err
 			}
 			m.jobs[name] = b
+			if m.persist != "" {
+				all, _ := json.Marshal(m.jobs)
+				if err := writeFileAtomic(m.persist, all); err != nil {
+					return nil, err
+				}
+			}
 			return load(name)
 		},
 		TrainingJobsWithStatusFunc: func(ctx context.Context, statuses ...string) ([]*sagebox.TrainingJob, error) {
@@ -284,14 +292,21 @@ type env struct {
 
 func newEnv(t testing.TB, tweak ...func(*Config)) *env {
 	t.Helper()
-	dir := t.TempDir()
+	return newEnvAt(t, t.TempDir(), tweak...)
+}
+
+// newEnvAt is newEnv on dir, which may hold an earlier env's data.
+func newEnvAt(t testing.TB, dir string, tweak ...func(*Config)) *env {
+	t.Helper()
 	store, err := objectstore.OpenWithOptions(filepath.Join(dir, "s3"), objectstore.Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := store.CreateBucket(context.Background(), "bkt"); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(dir, "jobs")); err != nil {
+		if err := store.CreateBucket(context.Background(), "bkt"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	jobs, mem := newMemJobs()
 	sink, logs := newMemLogs()
@@ -327,18 +342,10 @@ func (e *env) cleanup() {
 }
 
 func killJobProcesses(dataDir string) {
-	children, _ := filepath.Glob(filepath.Join(dataDir, "jobs", "*", ".sagebox", "*", fileChild))
-	for _, p := range children {
-		var c childRecord
-		if readJSON(p, &c) == nil && c.PGID > 0 {
-			_ = syscall.Kill(-c.PGID, syscall.SIGKILL)
-		}
-	}
-	shims, _ := filepath.Glob(filepath.Join(dataDir, "jobs", "*", ".sagebox", "*", fileShim))
-	for _, p := range shims {
-		var r launchRecord
-		if readJSON(p, &r) == nil && r.ShimPID > 0 && procRunsWith(r.ShimPID, filepath.Dir(p)) {
-			_ = syscall.Kill(r.ShimPID, syscall.SIGKILL)
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "jobs", "*", ".sagebox", "*"))
+	for _, dir := range dirs {
+		if h, err := proc.Adopt(context.Background(), dir); err == nil {
+			_ = h.Signal(syscall.SIGKILL)
 		}
 	}
 }

@@ -347,7 +347,7 @@ func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) 
 			runtimeDir: jr.r.cfg.RuntimeDir, torchVersion: torchVer, numCPUs: numCPUs(),
 			nssWrapper: nssWrapper, hostsFile: hostsFile,
 		})
-		if err := jr.r.startShim(h, argv, environList(env), jr.poke); err != nil {
+		if err := jr.r.startShim(ctx, h, argv, environList(env), jr.poke); err != nil {
 			return err
 		}
 		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", shellJoin(argv))

@@ -1,18 +1,18 @@
 package training
 
 import (
+	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sagebox/sagebox/internal/proc"
 )
 
 // entryKind is the toolkit's entry point type (TK _entry_point_type.py),
@@ -123,19 +123,24 @@ type hostRun struct {
 	log      *slog.Logger
 	tail     *tailer
 
-	rec        launchRecord
-	launched   bool
-	shimExited chan struct{} // set when this runner started the shim
-	child      childRecord
+	rec      launchRecord
+	launched bool
+	proc     *proc.Handle // nil for a passive host, or one never started
+	adoptErr error        // the host's process state could not be re-adopted
 
 	done     bool
 	exit     exitStatus
 	failure  string // FailureReason when this host failed
 	termSent bool
+	termAt   time.Time // when SIGTERM was sent (maybe by an earlier server)
 	killedAt time.Time
 }
 
-// launchRecord is shim.json, written by the runner after starting the shim.
+// launchRecord is shim.json, the runner's record of a host's launch. It is
+// written before the process is started (so a restart knows a launch was
+// under way: internal/proc's own intent says whether anything ran), and
+// again with the supervisor's pid once it has started. Older binaries
+// wrote it only after the start, with the pid (see proc.AdoptLegacy).
 type launchRecord struct {
 	ShimPID   int       `json:"shim_pid"`
 	Argv      []string  `json:"argv"`
@@ -145,140 +150,60 @@ type launchRecord struct {
 
 func (h *hostRun) path(name string) string { return filepath.Join(h.stateDir, name) }
 
-// startShim starts argv under the shim in a session of its own.
-func (r *Runner) startShim(h *hostRun, argv, env []string, poke func()) error {
+// startShim starts argv detached, under the process supervisor
+// (internal/proc), with its output in the host's state directory.
+func (r *Runner) startShim(ctx context.Context, h *hostRun, argv, env []string, poke func()) error {
 	if len(r.cfg.ShimCommand) == 0 {
 		return errors.New("no shim command configured")
 	}
-	args := append(append([]string{}, r.cfg.ShimCommand[1:]...), "--dir", h.stateDir, "--")
-	cmd := exec.Command(r.cfg.ShimCommand[0], append(args, argv...)...)
-	cmd.Dir = h.info.ws.codeDir()
-	cmd.Env = env
-	lg, err := os.OpenFile(h.path(fileShimLg), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("start shim: %w", err)
-	}
-	defer lg.Close()
-	cmd.Stdout, cmd.Stderr = lg, lg
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start shim %s: %w", r.cfg.ShimCommand[0], err)
-	}
-	h.rec = launchRecord{ShimPID: cmd.Process.Pid, Argv: argv, StartedAt: r.now()}
-	h.launched = true
-	exited := make(chan struct{})
-	h.shimExited = exited
-	// The shim is reaped here; this goroutine is not tracked by Close,
-	// since the shim deliberately outlives the runner.
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-		poke()
-	}()
+	h.rec = launchRecord{Argv: argv, StartedAt: r.now()}
 	if err := writeJSONAtomic(h.path(fileShim), h.rec); err != nil {
 		return err
 	}
-	return nil
-}
-
-// shimRunning reports whether h's shim is still there: for a shim this
-// runner started, until it is reaped; for an adopted one, while
-// /proc/<pid> is alive, not a zombie, and its command line names h's
-// state directory (so a recycled pid is never mistaken for it).
-func (h *hostRun) shimRunning() bool {
-	if h.rec.ShimPID <= 0 {
-		return false
-	}
-	if h.shimExited != nil {
-		select {
-		case <-h.shimExited:
-			return false
-		default:
-			return true
-		}
-	}
-	return procRunsWith(h.rec.ShimPID, h.stateDir)
-}
-
-func procRunsWith(pid int, arg string) bool {
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	p, err := proc.Start(ctx, proc.Spec{
+		Path: argv[0], Args: argv[1:], Dir: h.info.ws.codeDir(), Env: env,
+		Detach: true, StateDir: h.stateDir, Supervisor: r.cfg.ShimCommand,
+	})
 	if err != nil {
-		return false
+		return err
 	}
-	found := false
-	for _, a := range strings.Split(string(cmdline), "\x00") {
-		found = found || a == arg
-	}
-	if !found {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// Format: pid (comm) state ...; comm may hold spaces and parentheses.
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
+	h.proc, h.launched = p, true
+	h.rec.ShimPID = p.SupervisorPid()
+	// The watcher is not tracked by Close: the process deliberately
+	// outlives the runner.
+	go func() {
+		<-p.Done()
+		poke()
+	}()
+	return writeJSONAtomic(h.path(fileShim), h.rec)
 }
 
-// childPGID is the process group of h's process, once the shim recorded it.
-func (h *hostRun) childPGID() int {
-	if h.child.PGID == 0 {
-		_ = readJSON(h.path(fileChild), &h.child)
-	}
-	return h.child.PGID
-}
-
-func groupAlive(pgid int) bool {
-	if pgid <= 0 {
-		return false
-	}
-	err := syscall.Kill(-pgid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// terminate asks h's process to stop: SIGTERM through the shim, which
-// forwards it to the whole process group (or straight to the group if the
-// shim is gone).
+// terminate asks h's process to stop: SIGTERM to its whole process group,
+// unless one was sent already (by this server or, before a restart, by an
+// earlier one: a script in its SIGTERM handler is not signalled twice).
 func (h *hostRun) terminate() {
-	if h.done || h.termSent {
+	if h.done || h.termSent || h.proc == nil {
 		return
 	}
 	h.termSent = true
-	switch {
-	case h.shimRunning():
-		_ = syscall.Kill(h.rec.ShimPID, syscall.SIGTERM)
-	case groupAlive(h.childPGID()):
-		_ = syscall.Kill(-h.childPGID(), syscall.SIGTERM)
+	if at := h.proc.TermSentAt(); !at.IsZero() {
+		h.termAt = at
+		h.log.Info("SIGTERM was sent already; waiting for the grace period", "sent_at", at)
+		return
 	}
+	if err := h.proc.Signal(syscall.SIGTERM); err != nil {
+		h.log.Warn("sending SIGTERM failed", "err", err)
+	}
+	h.termAt = h.proc.TermSentAt()
 	h.log.Info("sent SIGTERM", "pid", h.rec.ShimPID)
 }
 
-// kill SIGKILLs h's process group; the shim then records the signal.
+// kill SIGKILLs h's process group; the supervisor then records the signal.
 func (h *hostRun) kill(now time.Time) {
-	if h.done || !h.killedAt.IsZero() {
+	if h.done || !h.killedAt.IsZero() || h.proc == nil {
 		return
 	}
 	h.killedAt = now
-	if pg := h.childPGID(); pg > 0 {
-		_ = syscall.Kill(-pg, syscall.SIGKILL)
-	} else if h.shimRunning() {
-		_ = syscall.Kill(h.rec.ShimPID, syscall.SIGKILL)
-	}
+	_ = h.proc.Signal(syscall.SIGKILL)
 	h.log.Warn("grace period over, sent SIGKILL", "pid", h.rec.ShimPID)
-}
-
-// readExit returns exit.json, if the shim wrote it.
-func (h *hostRun) readExit() (exitStatus, bool) {
-	var st exitStatus
-	if err := readJSON(h.path(fileExit), &st); err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			h.log.Warn("unreadable exit status", "err", err)
-		}
-		return st, false
-	}
-	return st, true
 }

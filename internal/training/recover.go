@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/proc"
 )
 
 // Recover runs at server start. For every job left InProgress or
@@ -74,12 +76,12 @@ func (jr *jobRun) resume(ctx context.Context) {
 		if err := readJSON(filepath.Join(jr.r.stateDir(jr.name), fileOutcome), &o); err != nil {
 			o = failedOutcome("InternalServerError: sagebox server restarted while uploading and the job's outcome was lost", true)
 		}
-		jr.loadHostState()
+		jr.loadHostState(ctx)
 		jr.end(ctx, o)
 		return
 	}
 
-	if !jr.loadHostState() {
+	if !jr.loadHostState(ctx) {
 		jr.restage(ctx) // nothing was started yet
 		return
 	}
@@ -88,9 +90,13 @@ func (jr *jobRun) resume(ctx context.Context) {
 		case !h.launched:
 			h.done = true
 			h.failure = "InternalServerError: sagebox server restarted before the job's process on " + h.info.name + " was started"
+		case h.adoptErr != nil:
+			// Never signalled: whatever the state names may not be ours.
+			h.done = true
+			h.failure = "InternalServerError: sagebox server restarted and the state of the job's process on " + h.info.name + " could not be re-adopted: " + h.adoptErr.Error()
 		case h.rec.Passive:
-		case h.shimRunning():
-			h.log.Info("re-adopted running process", "pid", h.rec.ShimPID, "offset", h.tail.st.Offset)
+		case h.proc != nil:
+			h.log.Info("re-adopted process", "pid", h.proc.SupervisorPid(), "offset", h.tail.st.Offset)
 		}
 	}
 	if o, ok := jr.supervise(ctx); ok {
@@ -108,9 +114,12 @@ func (jr *jobRun) restage(ctx context.Context) {
 	jr.runFromStart(ctx)
 }
 
-// loadHostState reads each host's launch record and tail state and
-// reports whether any host was launched.
-func (jr *jobRun) loadHostState() bool {
+// loadHostState reads each host's launch record and tail state,
+// re-adopts its process (internal/proc checks that a recorded pid is
+// still the process it was), and reports whether any host was launched.
+// A host whose launch was recorded but whose process never started counts
+// as not launched.
+func (jr *jobRun) loadHostState(ctx context.Context) bool {
 	any := false
 	for _, h := range jr.hosts {
 		if t, err := openTailer(h.stateDir); err == nil {
@@ -118,9 +127,28 @@ func (jr *jobRun) loadHostState() bool {
 		} else {
 			h.log.Warn("unreadable tail state; the log restarts from the beginning", "err", err)
 		}
-		if err := readJSON(h.path(fileShim), &h.rec); err == nil {
-			h.launched = true
-			any = true
+		if err := readJSON(h.path(fileShim), &h.rec); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				h.launched, h.adoptErr, any = true, err, true
+			}
+			continue
+		}
+		if h.rec.Passive {
+			h.launched, any = true, true
+			continue
+		}
+		p, err := proc.Adopt(ctx, h.stateDir)
+		switch {
+		case errors.Is(err, proc.ErrNotStarted) && h.rec.ShimPID > 0:
+			p, err = proc.AdoptLegacy(h.stateDir, h.rec.ShimPID), nil // started by an older binary
+		case errors.Is(err, proc.ErrNotStarted):
+			h.log.Info("the process was never started")
+			continue
+		}
+		h.launched, any = true, true
+		h.proc, h.adoptErr = p, err
+		if p != nil {
+			go func() { <-p.Done(); jr.poke() }()
 		}
 	}
 	return any

@@ -2,14 +2,15 @@ package training
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/proc"
 )
 
 // killWait is how long after SIGKILL a host may take to report its exit
@@ -47,11 +48,17 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 			return
 		}
 		stopping = true
-		killAt = time.Now().Add(r.cfg.StopGrace)
 		jr.log.Info("stopping the job's processes", "why", why, "grace", r.cfg.StopGrace)
+		// The grace period counts from the first SIGTERM, which an earlier
+		// server may have sent before it crashed.
+		first := time.Now()
 		for _, h := range jr.hosts {
 			h.terminate()
+			if !h.termAt.IsZero() && h.termAt.Before(first) {
+				first = h.termAt
+			}
 		}
+		killAt = first.Add(r.cfg.StopGrace)
 	}
 	for {
 		for _, h := range jr.hosts {
@@ -106,26 +113,31 @@ func (jr *jobRun) pollHost(ctx context.Context, h *hostRun, stopping bool) {
 	if err := jr.pumpLogs(ctx, h, false); err != nil {
 		h.log.Warn("reading the process's output failed", "err", err)
 	}
-	if st, ok := h.readExit(); ok {
-		jr.settle(ctx, h, st, "")
+	if h.proc == nil {
 		return
 	}
-	if h.shimRunning() {
+	select {
+	case <-h.proc.Done():
+	default:
 		return
 	}
-	// The shim writes exit.json before it exits: look once more.
-	if st, ok := h.readExit(); ok {
+	res := h.proc.Result()
+	if !errors.Is(res.Err, proc.ErrLost) {
+		st := exitStatus{ExitCode: res.ExitCode, Signal: res.Signal, PID: h.proc.Pid(), StartedAt: res.StartedAt, EndedAt: res.EndedAt}
+		if res.Err != nil {
+			st.Error = res.Err.Error()
+		}
 		jr.settle(ctx, h, st, "")
 		return
 	}
 	pid := h.rec.ShimPID
-	if pg := h.childPGID(); groupAlive(pg) {
-		_ = syscall.Kill(-pg, syscall.SIGKILL) // orphaned by its shim
+	if pid == 0 {
+		pid = h.proc.SupervisorPid()
 	}
 	lost := fmt.Sprintf("InternalServerError: sagebox server restarted and the job's process (pid %d) was gone without an exit status", pid)
-	if h.shimExited != nil {
+	if !h.proc.Adopted() {
 		lost = fmt.Sprintf("InternalServerError: the job's process supervisor (pid %d) exited without an exit status", pid)
-		if b, err := os.ReadFile(h.path(fileShimLg)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		if b, err := os.ReadFile(proc.SupervisorLogPath(h.stateDir)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 			lost += ": " + lastLines(string(b), 3)
 		}
 	}
