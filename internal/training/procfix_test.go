@@ -45,8 +45,9 @@ func TestRecoverDuringStopDoesNotResendSIGTERM(t *testing.T) {
 	e.submit(newTestJob("stop-twice", hps))
 	waitLog(t, e, "stop-twice/", "training", 30*time.Second)
 	e.mem.update(t, "stop-twice", func(j *sagebox.TrainingJob) { // StopTrainingJob
-		j.TrainingJobStatus, j.SecondaryStatus = sagebox.StatusStopping, sagebox.SecondaryStopping
-		appendTransition(j, sagebox.SecondaryStopping, "Stopping the training job", time.Now())
+		if err := j.RequestStop(sagebox.SecondaryStopped, sagebox.MsgStopping, time.Now()); err != nil {
+			t.Error(err)
+		}
 	})
 	if err := e.runner.Stop(context.Background(), "stop-twice"); err != nil {
 		t.Fatal(err)
