@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,5 +202,44 @@ func TestAllocatorConcurrent(t *testing.T) {
 			t.Fatalf("four concurrent owners on four GPUs: %v", got)
 		}
 		seen[g[0]] = true
+	}
+}
+
+// On a machine with nvidia-smi, the real listing parses into GPUs with
+// UUIDs, and CUDA_VISIBLE_DEVICES narrows it. Elsewhere it skips: nothing
+// else in sagebox needs a GPU.
+func TestNvidiaSMIOnThisMachine(t *testing.T) {
+	if _, err := exec.LookPath("nvidia-smi"); err != nil {
+		t.Skip("no nvidia-smi on this machine")
+	}
+	devs, err := NvidiaSMI(context.Background())
+	if err != nil {
+		t.Skipf("nvidia-smi is installed but fails (no driver?): %v", err)
+	}
+	if len(devs) == 0 || devs[0].UUID == "" || !strings.HasPrefix(devs[0].UUID, "GPU-") {
+		t.Fatalf("nvidia-smi --list-gpus parsed as %+v", devs)
+	}
+	first := func(k string) (string, bool) { return devs[0].UUID, k == "CUDA_VISIBLE_DEVICES" }
+	if got, _ := Discover(context.Background(), NvidiaSMI, first); len(got) != 1 || got[0] != devs[0] {
+		t.Fatalf("CUDA_VISIBLE_DEVICES=%s: %+v", devs[0].UUID, got)
+	}
+}
+
+// NvidiaSMI runs the nvidia-smi it finds on PATH (a fake one here) with
+// --list-gpus, and a failing one means no GPUs and an error.
+func TestNvidiaSMIRunsTheTool(t *testing.T) {
+	bin := t.TempDir()
+	script := "#!/bin/sh\n[ \"$1\" = --list-gpus ] || exit 3\ncat <<'END'\n" + smi + "END\n"
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	devs, err := NvidiaSMI(context.Background())
+	if err != nil || len(devs) != 4 || devs[3].UUID != "GPU-dddd-3333" {
+		t.Fatalf("NvidiaSMI = %+v, %v", devs, err)
+	}
+	os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n"), 0o755)
+	if devs, err := NvidiaSMI(context.Background()); err == nil || devs != nil {
+		t.Fatalf("a failing nvidia-smi: %+v, %v", devs, err)
 	}
 }
