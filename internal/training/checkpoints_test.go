@@ -2,8 +2,8 @@ package training
 
 import (
 	"context"
-	"os"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
