@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sagebox/sagebox/internal/controlplane"
+	"github.com/sagebox/sagebox/internal/gpu"
 	"github.com/sagebox/sagebox/internal/logstore"
 	"github.com/sagebox/sagebox/internal/metastore"
 	"github.com/sagebox/sagebox/internal/objectstore"
@@ -187,6 +188,14 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	if err != nil {
 		return fmt.Errorf("find own executable for the job shim: %w", err)
 	}
+	// One view of the GPUs for everything this server runs; jobs inherit
+	// the server's environment, so its CUDA_VISIBLE_DEVICES narrows it.
+	devs, err := gpu.Discover(ctx, gpu.NvidiaSMI, os.LookupEnv)
+	if err != nil {
+		logger.Debug("no GPUs", "error", err)
+	} else {
+		logger.Info("GPUs", "count", len(devs))
+	}
 	runner := training.NewRunner(training.Config{
 		DataDir:           dataDir,
 		Python:            py,
@@ -195,6 +204,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		Region:            o.region,
 		StopGrace:         o.stopGrace,
 		ShimCommand:       []string{self, "exec-shim"},
+		GPUs:              gpu.NewAllocator(devs, logger),
 	}, db, objects, logs, logger)
 
 	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID}, db, logs, runner, logger)

@@ -138,44 +138,6 @@ func TestPort(t *testing.T) {
 	}
 }
 
-func TestVisibleGPUs(t *testing.T) {
-	tests := []struct {
-		installed int
-		cvd       string
-		want      int
-	}{
-		{0, "unset", 0},
-		{4, "unset", 4},
-		{4, "", 0},
-		{4, " ", 0},
-		{4, "0,2", 2},
-		{4, "1", 1},
-		{4, "-1", 0},
-		{4, "0,-1,2", 1},
-		{2, "0,1,2,3", 2},
-		{4, "GPU-8a1b,GPU-9c2d", 2},
-		{4, "NoDevFiles", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.cvd, func(t *testing.T) {
-			cvd, set := tt.cvd, tt.cvd != "unset"
-			if !set {
-				cvd = ""
-			}
-			if got := visibleGPUs(tt.installed, cvd, set); got != tt.want {
-				t.Fatalf("visibleGPUs(%d, %q) = %d, want %d", tt.installed, tt.cvd, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestCountGPULines(t *testing.T) {
-	out := "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n  MIG 1g.10gb Device 0: (UUID: MIG-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
-	if n := countGPULines([]byte(out)); n != 2 {
-		t.Fatalf("counted %d GPUs", n)
-	}
-}
-
 func TestLineRing(t *testing.T) {
 	r := newLineRing(3)
 	if r.tail(5, 100) != "" {

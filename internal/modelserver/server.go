@@ -236,7 +236,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	if _, err := os.Stat(req); err == nil {
 		s.logger.Info("installing requirements", "file", req)
 		out := &linePump{logger: s.logger, stream: "pip"}
-		py, err := pyruntime.InstallRequirements(ctx, s.python, req, filepath.Join(cacheDir, "venvs"), out)
+		py, err := pyruntime.InstallRequirements(ctx, s.python, req, filepath.Join(cacheDir, "venvs"), cfg.Env, out)
 		out.flush()
 		if err != nil {
 			return fmt.Errorf("install %s: %w", req, err)

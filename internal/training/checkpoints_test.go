@@ -2,17 +2,34 @@ package training
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/objectstore"
 )
 
 func TestCheckpointSync(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
+	// Every store operation reads a clock that moves one second, so an
+	// upload made again would have a new LastModified without any sleep.
+	var tick atomic.Int64
+	clock := func() time.Time { return time.Unix(1_700_000_000+tick.Add(1), 0) }
+	store, err := objectstore.OpenWithOptions(filepath.Join(t.TempDir(), "s3"), objectstore.Options{NoSync: true, Now: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.CreateBucket(ctx, "bkt"); err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	e.runner = e.newRunner()
 	e.putObject("ck/run1/old.pt", []byte("restored"))
 	spec, err := newJobSpec(newTestJob("ck", map[string]string{"sagemaker_program": `"train.py"`}, withHosts(2), func(j *sagebox.TrainingJob) {
 		j.CheckpointConfig = &sagebox.CheckpointConfig{S3Uri: "s3://bkt/ck/run1"}
@@ -55,7 +72,6 @@ func TestCheckpointSync(t *testing.T) {
 	}
 	first, _ := e.store.Stat(ctx, "bkt", "ck/run1/epoch-1.pt")
 	oldInfo, _ := e.store.Stat(ctx, "bkt", "ck/run1/old.pt")
-	time.Sleep(10 * time.Millisecond)
 	os.WriteFile(filepath.Join(h1, "sub", "x.pt"), []byte("x2"), 0o644)
 	if err := jr.syncCheckpoints(ctx); err != nil {
 		t.Fatal(err)

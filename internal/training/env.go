@@ -31,9 +31,10 @@ type platformEnv struct {
 	hostsFile    string // this host's hosts file for nss_wrapper
 }
 
-// baseEnv filters environ (KEY=VALUE entries) down to what a job inherits:
-// not the server's own AWS credentials and endpoints, and nothing the
-// toolkit or a launcher sets itself.
+// baseEnv filters environ (KEY=VALUE entries) down to what a job (and pip
+// installing its requirements) inherits: not the server's own AWS
+// credentials and endpoints, nor the SigV4 secrets it accepts
+// (SAGEBOX_CREDENTIALS), and nothing the toolkit or a launcher sets itself.
 func baseEnv(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
@@ -48,7 +49,7 @@ func baseEnv(environ []string) []string {
 
 func inherited(k string) bool {
 	switch k {
-	case "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "S3_ENDPOINT_URL":
+	case "SAGEBOX_CREDENTIALS", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "S3_ENDPOINT_URL":
 		return false
 	}
 	for _, p := range [...]string{"AWS_", "SM_", "SAGEMAKER_", "TRAINING_JOB_", "TORCHELASTIC_", "PET_", "OMPI_"} {

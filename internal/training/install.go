@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/sagebox/sagebox/internal/pyruntime"
@@ -33,7 +34,7 @@ func (jr *jobRun) install(ctx context.Context) (string, entryKind, error) {
 			cmd = append(cmd, "-r", "requirements.txt")
 		}
 		jr.note(ctx, jr.hosts, "installing the source directory as a package: %s", shellJoin(cmd))
-		venv, err := installPackage(ctx, python, code, filepath.Join(jr.r.stateDir(jr.name), "venv"), out)
+		venv, err := installPackage(ctx, python, code, filepath.Join(jr.r.stateDir(jr.name), "venv"), jr.pipEnv(), out)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", kind, ctx.Err()
@@ -44,7 +45,7 @@ func (jr *jobRun) install(ctx context.Context) (string, entryKind, error) {
 	case kind == entryProgram && exists(req):
 		cmd := []string{"python", "-m", "pip", "install", "-r", "requirements.txt"}
 		jr.note(ctx, jr.hosts, "installing requirements.txt")
-		venv, err := pyruntime.InstallRequirements(ctx, python, req, cache, out)
+		venv, err := pyruntime.InstallRequirements(ctx, python, req, cache, jr.pipEnv(), out)
 		if err != nil {
 			if ctx.Err() != nil {
 				return "", kind, ctx.Err()
@@ -66,13 +67,32 @@ func (jr *jobRun) install(ctx context.Context) (string, entryKind, error) {
 	return python, kind, nil
 }
 
+// pipEnv is the environment pip and whatever a requirement's setup runs
+// get: the job's own inherited base (baseEnv: not the server's AWS
+// credentials or SAGEBOX_CREDENTIALS) and the job's Environment (so
+// PIP_INDEX_URL and the like set for the job work), as in the SageMaker
+// container, where pip runs in the job's environment.
+func (jr *jobRun) pipEnv() []string {
+	env := baseEnv(jr.r.environ())
+	keys := make([]string, 0, len(jr.spec.environment))
+	for k := range jr.spec.environment {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+jr.spec.environment[k])
+	}
+	return env
+}
+
 // installPackage is the toolkit's PYTHON_PACKAGE install, `python -m pip
 // install . [-r requirements.txt]` in code/, done into a per-job virtual
 // environment (with --system-site-packages, so torch stays visible; Debian's
 // system Python refuses pip installs). When setuptools is importable the
 // build runs without isolation, so a package without dependencies installs
-// offline. It returns the environment's interpreter.
-func installPackage(ctx context.Context, python, code, venv string, out io.Writer) (string, error) {
+// offline. pip and the package's setup run with env (pipEnv). It returns
+// the environment's interpreter.
+func installPackage(ctx context.Context, python, code, venv string, env []string, out io.Writer) (string, error) {
 	if err := os.RemoveAll(venv); err != nil {
 		return "", fmt.Errorf("clear %s: %w", venv, err)
 	}
@@ -82,7 +102,7 @@ func installPackage(ctx context.Context, python, code, venv string, out io.Write
 		var tail bytes.Buffer
 		w := io.MultiWriter(out, &tail)
 		cmd.Stdout, cmd.Stderr = w, w
-		cmd.Env = append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+		cmd.Env = append(env[:len(env):len(env)], "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%w: %s", err, lastLines(tail.String(), 20))
 		}
@@ -93,7 +113,9 @@ func installPackage(ctx context.Context, python, code, venv string, out io.Write
 	}
 	vpy := filepath.Join(venv, "bin", "python")
 	args := []string{"-m", "pip", "install", "--no-input"}
-	if exec.CommandContext(ctx, vpy, "-c", "import setuptools").Run() == nil {
+	probe := exec.CommandContext(ctx, vpy, "-c", "import setuptools")
+	probe.Env = env
+	if probe.Run() == nil {
 		args = append(args, "--no-build-isolation")
 	}
 	args = append(args, ".")

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +32,7 @@ type jobRun struct {
 	trainingStart time.Time
 	ckpts         []*checkpointTarget
 	ckptsDone     bool
+	gpus          []string // CUDA_VISIBLE_DEVICES entries the job holds
 }
 
 func newJobRun(r *Runner, name string) *jobRun {
@@ -200,11 +200,11 @@ func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
 	if job.TrainingStartTime != nil {
 		start = job.TrainingStartTime.Time
 	}
-	total, _ := jr.r.probe(ctx)
+	jr.gpus = jr.reserveGPUs(len(s.hosts))
 	jr.hosts = nil
 	for i, name := range s.hosts {
 		info := hostInfo{index: i, name: name, ws: workspace{root: filepath.Join(jr.r.jobDir(jr.name), name)}}
-		info.numGPUs, info.cudaDevices = gpuShare(total, i, len(s.hosts))
+		info.numGPUs, info.cudaDevices = gpuShare(jr.gpus, i, len(s.hosts))
 		h := &hostRun{
 			info:     info,
 			stateDir: filepath.Join(jr.r.stateDir(jr.name), name),
@@ -216,21 +216,41 @@ func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
 	}
 }
 
-// gpuShare splits the machine's GPUs between the simulated hosts: n hosts
-// on one machine must not all claim every GPU. One host sees them all.
-func gpuShare(total, host, n int) (count int, visible string) {
-	if total == 0 || n <= 1 {
-		return total, ""
+// fileGPUs records the GPUs a job's processes were started with, so that
+// a recovered job claims the same ones.
+const fileGPUs = "gpus.json"
+
+func (jr *jobRun) gpuOwner() string { return "training-job/" + jr.name }
+
+// reserveGPUs holds the job's GPUs: every free one, split evenly between
+// its n hosts (at least one each, shared when none is free), or, for a job
+// that already ran here (a recovery), the ones it recorded.
+func (jr *jobRun) reserveGPUs(n int) []string {
+	a := jr.r.cfg.GPUs
+	if a == nil {
+		return nil
 	}
-	per := total / n
+	var had []string
+	if err := readJSON(filepath.Join(jr.r.stateDir(jr.name), fileGPUs), &had); err == nil {
+		return a.Claim(jr.gpuOwner(), had)
+	}
+	a.Release(jr.gpuOwner()) // a second setup of the same run starts over
+	return a.ReserveFree(jr.gpuOwner(), n, n)
+}
+
+// gpuShare splits the job's GPUs between its simulated hosts, in equal
+// disjoint parts: n hosts on one machine must not all claim every GPU.
+// With fewer GPUs than hosts, each host gets one, round-robin. Hosts get
+// CUDA_VISIBLE_DEVICES whenever there are GPUs, so a job sees only its own.
+func gpuShare(ids []string, host, n int) (count int, visible string) {
+	if len(ids) == 0 {
+		return 0, ""
+	}
+	per := len(ids) / max(n, 1)
 	if per == 0 {
-		return 1, strconv.Itoa(host % total)
+		return 1, ids[host%len(ids)]
 	}
-	ids := make([]string, per)
-	for i := range ids {
-		ids[i] = strconv.Itoa(host*per + i)
-	}
-	return per, strings.Join(ids, ",")
+	return per, strings.Join(ids[host*per:(host+1)*per], ",")
 }
 
 // prepare builds every host's workspace and state directory: config files,
@@ -261,6 +281,11 @@ func (jr *jobRun) prepare(ctx context.Context) error {
 		}
 		if err := cf.write(h.info.ws); err != nil {
 			return err
+		}
+	}
+	if jr.r.cfg.GPUs != nil {
+		if err := writeJSONAtomic(filepath.Join(jr.r.stateDir(jr.name), fileGPUs), append([]string{}, jr.gpus...)); err != nil {
+			return fmt.Errorf("record the job's GPUs: %w", err)
 		}
 	}
 	for _, c := range s.channels {
@@ -305,7 +330,7 @@ func (jr *jobRun) stageChannel(ctx context.Context, c channelSpec) error {
 
 // launchAll starts every host's process through the shim.
 func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) error {
-	_, torchVer := jr.r.probe(ctx)
+	torchVer := jr.r.probe(ctx)
 	port := freePort()
 	base := baseEnv(jr.r.environ())
 	// Only scripts that run once per host and find each other by name need

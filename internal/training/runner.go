@@ -67,6 +67,20 @@ type ObjectStore interface {
 
 var _ ObjectStore = (*objectstore.Store)(nil)
 
+// GPUs hands out the machine's GPUs across everything the server runs
+// (*gpu.Allocator implements it). IDs are CUDA_VISIBLE_DEVICES entries.
+type GPUs interface {
+	// ReserveFree holds every free GPU for owner, rounded down to a
+	// multiple of step and at least min (shared when too few are free),
+	// and returns all owner holds.
+	ReserveFree(owner string, min, step int) []string
+	// Claim makes owner hold ids again (a recovered job), returning those
+	// that still exist.
+	Claim(owner string, ids []string) []string
+	// Release gives back what owner holds.
+	Release(owner string)
+}
+
 // Config configures a Runner.
 type Config struct {
 	// DataDir is sagebox's data directory; jobs live in DataDir/jobs/<job>/.
@@ -101,6 +115,10 @@ type Config struct {
 	// CopyChannels copies channel objects instead of hard-linking them, for
 	// scripts that modify their input files in place.
 	CopyChannels bool
+	// GPUs hands out the machine's GPUs: each job's hosts get GPUs of
+	// their own, released when the job ends. Nil means a machine without
+	// GPUs.
+	GPUs GPUs
 	// Environ is the environment jobs inherit (filtered: the server's AWS
 	// credentials and SM_* never leak). Nil means os.Environ().
 	Environ []string
@@ -128,7 +146,6 @@ type Runner struct {
 	closed bool
 
 	probeOnce sync.Once
-	gpus      int
 	torchVer  string
 }
 
@@ -200,6 +217,9 @@ func (r *Runner) start(name string, body func(context.Context, *jobRun)) error {
 			delete(r.active, name)
 			r.mu.Unlock()
 		}()
+		if r.cfg.GPUs != nil {
+			defer r.cfg.GPUs.Release(jr.gpuOwner())
+		}
 		body(r.ctx, jr)
 	}()
 	return nil
@@ -269,21 +289,13 @@ func (r *Runner) environ() []string {
 	return os.Environ()
 }
 
-// probe finds, once, the machine's GPU count (lines "GPU ..." of
-// nvidia-smi --list-gpus, 0 without it, as the toolkit counts) and the
-// interpreter's torch version (SM_DLC_TORCH_VERSION), without importing
-// torch.
-func (r *Runner) probe(ctx context.Context) (gpus int, torchVersion string) {
+// probe finds, once, the interpreter's torch version
+// (SM_DLC_TORCH_VERSION), without importing torch. GPUs come from
+// Config.GPUs.
+func (r *Runner) probe(ctx context.Context) (torchVersion string) {
 	r.probeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "nvidia-smi", "--list-gpus").Output(); err == nil {
-			for _, l := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(l, "GPU ") {
-					r.gpus++
-				}
-			}
-		}
 		if r.cfg.Python.Path != "" {
 			const code = "import importlib.util as u, re, os\n" +
 				"s = u.find_spec('torch')\n" +
@@ -296,7 +308,7 @@ func (r *Runner) probe(ctx context.Context) (gpus int, torchVersion string) {
 			}
 		}
 	})
-	return r.gpus, r.torchVer
+	return r.torchVer
 }
 
 func numCPUs() int { return runtime.NumCPU() }
