@@ -19,8 +19,8 @@ import (
 	"github.com/sagebox/sagebox/internal/staging"
 )
 
-// pageSize is how many keys one ListObjectsV2 call asks for.
-const pageSize = 1000
+// defaultPageSize is how many keys one ListObjectsV2 call asks for.
+const defaultPageSize = 1000
 
 // Objects is an S3 client seen as staging.Objects.
 type Objects struct {
@@ -29,6 +29,8 @@ type Objects struct {
 	// they are spooled, since a SigV4 PUT over plain HTTP needs a body it
 	// can read twice. Empty means os.TempDir().
 	TempDir string
+	// PageSize is ListObjectsV2's MaxKeys; 0 means 1000.
+	PageSize int32
 }
 
 // New returns the adapter for client (which should use path-style
@@ -63,7 +65,11 @@ func (o *Objects) Get(ctx context.Context, bucket, key string) (io.ReadCloser, s
 // List lists one page with ListObjectsV2; the token is its continuation
 // token.
 func (o *Objects) List(ctx context.Context, bucket, prefix, token string) (staging.Page, error) {
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(pageSize)}
+	n := o.PageSize
+	if n <= 0 {
+		n = defaultPageSize
+	}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix), MaxKeys: aws.Int32(n)}
 	if token != "" {
 		in.ContinuationToken = aws.String(token)
 	}
