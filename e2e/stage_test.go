@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,5 +240,91 @@ open(os.path.join(sm["SM_CHANNEL_TRAIN"], "..", "..", "..", "checkpoints", "ck-"
 		if code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("%s: exit %d, %s", uri, code, stderr)
 		}
+	}
+}
+
+// TestCollectSidecar runs `sagebox collect --checkpoints-every` as a pod's
+// sidecar would: checkpoints appear in S3 while it runs, and SIGTERM makes
+// it upload the artifacts and exit 0.
+func TestCollectSidecar(t *testing.T) {
+	s := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := s.s3()
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("data")}); err != nil {
+		t.Fatal(err)
+	}
+	jobFile := filepath.Join(t.TempDir(), "job.json")
+	writeFile(t, jobFile, `{"TrainingJobName": "side", "HyperParameters": {"sagemaker_program": "\"train.py\""},
+		"OutputDataConfig": {"S3OutputPath": "s3://data/out"}, "CheckpointConfig": {"S3Uri": "s3://data/ck"},
+		"CreationTime": "2026-12-03T10:00:00Z"}`)
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "model", "m.txt"), "weights")
+	writeFile(t, filepath.Join(root, "checkpoints", ".keep"), "")
+
+	cmd := execCommand(ctx, binary, "collect", "--endpoint-url", s.URL, "--job", jobFile, "--root", root, "--checkpoints-every", "50ms")
+	cmd.Env = s.awsEnv()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	waitObject := func(key, want string) {
+		t.Helper()
+		for {
+			o, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("data"), Key: aws.String(key)})
+			if err == nil {
+				b, _ := io.ReadAll(o.Body)
+				o.Body.Close()
+				if string(b) == want {
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never became %q; collect's stderr:\n%s", key, want, errb.String())
+			case <-exited:
+				t.Fatalf("collect exited early (%v):\n%s", waitErr, errb.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	writeFile(t, filepath.Join(root, "checkpoints", "epoch.pt"), "one")
+	waitObject("ck/epoch.pt", "one")
+	writeFile(t, filepath.Join(root, "checkpoints", "epoch.pt"), "two!")
+	waitObject("ck/epoch.pt", "two!")
+	if _, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String("out/side/output/model.tar.gz")}); err == nil {
+		t.Error("model.tar.gz uploaded before the sidecar was told to stop")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	if waitErr != nil {
+		t.Fatalf("collect after SIGTERM: %v\n%s", waitErr, errb.String())
+	}
+	if strings.TrimSpace(out.String()) != "s3://data/out/side/output/model.tar.gz" {
+		t.Errorf("printed %q", out.String())
+	}
+	o, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("data"), Key: aws.String("out/side/output/model.tar.gz")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	dir := t.TempDir()
+	if err := archive.Extract(ctx, o.Body, dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeFiles(t, dir); fileNames(got) != "m.txt" || got["m.txt"] != "weights" {
+		t.Errorf("model.tar.gz holds %v", got)
 	}
 }

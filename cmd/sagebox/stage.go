@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
@@ -156,6 +157,7 @@ func newCollectCmd(e *env) *cobra.Command {
 	var (
 		f     stageFlags
 		roots []string
+		every time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "collect (--job FILE | --job-name NAME) [--root /opt/ml]...",
@@ -168,6 +170,10 @@ checkpoint LocalPath to CheckpointConfig.S3Uri. Give --root once per host
 tree to merge several (a later tree's file wins, as on SageMaker); the
 default is /opt/ml. Prints the S3ModelArtifacts URI.
 
+With --checkpoints-every D it first runs as a sidecar: it uploads changed
+checkpoint files every D until it receives SIGTERM or SIGINT (the training
+container has ended), then collects as above.
+
 ` + jobHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -176,7 +182,7 @@ default is /opt/ml. Prints the S3ModelArtifacts URI.
 			if err != nil {
 				return err
 			}
-			uri, err := collect(ctx, st, job, region, roots)
+			uri, err := collect(ctx, st, job, region, roots, every)
 			if err != nil {
 				return jobFailure(err)
 			}
@@ -188,10 +194,11 @@ default is /opt/ml. Prints the S3ModelArtifacts URI.
 	}
 	f.add(cmd)
 	cmd.Flags().StringArrayVar(&roots, "root", []string{"/opt/ml"}, "a host's /opt/ml tree (repeat for several hosts, in host order)")
+	cmd.Flags().DurationVar(&every, "checkpoints-every", 0, "sync checkpoints at this interval until SIGTERM, then collect")
 	return cmd
 }
 
-func collect(ctx context.Context, st *staging.Stager, job *sagebox.TrainingJob, region string, roots []string) (string, error) {
+func collect(ctx context.Context, st *staging.Stager, job *sagebox.TrainingJob, region string, roots []string, every time.Duration) (string, error) {
 	in, err := training.JobInputs(job, region)
 	if err != nil {
 		return "", err
@@ -207,10 +214,32 @@ func collect(ctx context.Context, st *staging.Stager, job *sagebox.TrainingJob, 
 	if err != nil {
 		return "", err
 	}
+	if every > 0 {
+		syncUntilDone(ctx, st, ck, every)
+		// The signal that ended the loop must not cancel the final upload.
+		ctx = context.WithoutCancel(ctx)
+	}
 	if err := ck.Sync(ctx); err != nil {
 		return "", fmt.Errorf("checkpoint sync: %w", err)
 	}
 	return st.UploadArtifacts(ctx, in.Output, trees)
+}
+
+// syncUntilDone uploads changed checkpoints every interval until ctx ends.
+// A failed pass is logged and retried at the next tick.
+func syncUntilDone(ctx context.Context, st *staging.Stager, ck *staging.Checkpoints, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := ck.Sync(ctx); err != nil && ctx.Err() == nil {
+				st.Log.Warn("checkpoint sync failed", "err", err)
+			}
+		}
+	}
 }
 
 // jobFailure exits 2 with the FailureReason for a problem with the job's
