@@ -78,9 +78,8 @@ func PrepareHostTree(job *sagebox.TrainingJob, region, host, root string) error 
 // problem with the job itself ("ClientError: ..."), as the runner would
 // record it.
 func FailureReason(err error) (string, bool) {
-	reason, ok := jobReason(err)
-	if !ok {
+	if _, ok := jobReason(err); !ok {
 		return "", false
 	}
-	return truncateRunes(reason, maxFailureText), true
+	return failureReason(err), true
 }
