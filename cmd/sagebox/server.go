@@ -23,6 +23,7 @@ import (
 	"github.com/sagebox/sagebox/internal/router"
 	"github.com/sagebox/sagebox/internal/s3api"
 	"github.com/sagebox/sagebox/internal/sigv4"
+	"github.com/sagebox/sagebox/internal/staging/localobj"
 	"github.com/sagebox/sagebox/internal/sts"
 	"github.com/sagebox/sagebox/internal/training"
 )
@@ -205,7 +206,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		StopGrace:         o.stopGrace,
 		ShimCommand:       []string{self, "exec-shim"},
 		GPUs:              gpu.NewAllocator(devs, logger),
-	}, db, objects, logs, logger)
+	}, db, localobj.New(objects), logs, logger)
 
 	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID}, db, logs, runner, logger)
 	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}

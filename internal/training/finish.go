@@ -2,7 +2,6 @@ package training
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 
@@ -45,9 +44,8 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 			jr.note(ctx, jr.hosts, "artifact upload failed: %v", err)
 			if o.Status == sagebox.StatusCompleted {
 				reason := "ClientError: Artifact upload failed: " + err.Error()
-				var je *jobError
-				if errors.As(err, &je) {
-					reason = je.reason
+				if r, ok := jobReason(err); ok {
+					reason = r
 				}
 				o = failedOutcome(sagebox.TruncateRunes(reason, maxFailureText), true)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/staging"
 )
 
 // jobRun is one job while this runner supervises it.
@@ -30,7 +31,7 @@ type jobRun struct {
 	hosts         []*hostRun
 	metrics       *metricMatcher
 	trainingStart time.Time
-	ckpts         []*checkpointTarget
+	ckpts         *staging.Checkpoints
 	ckptsDone     bool
 	gpus          []string // CUDA_VISIBLE_DEVICES entries the job holds
 }
@@ -299,33 +300,6 @@ func (jr *jobRun) prepare(ctx context.Context) error {
 		}
 	}
 	return jr.downloadCheckpoints(ctx)
-}
-
-func (jr *jobRun) stageChannel(ctx context.Context, c channelSpec) error {
-	t0 := time.Now()
-	plan, err := jr.r.planChannel(ctx, c)
-	if err != nil {
-		return err
-	}
-	if strings.EqualFold(c.compression, "Gzip") {
-		jr.note(ctx, jr.hosts, "channel %s: CompressionType Gzip applies to Pipe mode; objects are staged as stored", c.name)
-	}
-	for _, h := range jr.hosts {
-		objs := plan.share(h.info.index, len(jr.hosts))
-		linked, err := jr.r.stage(ctx, plan, objs, h.info.ws.channelDir(c.name))
-		if err != nil {
-			return err
-		}
-		how := "copied"
-		if linked == len(objs) && linked > 0 {
-			how = "hard-linked"
-		} else if linked > 0 {
-			how = fmt.Sprintf("%d hard-linked, %d copied", linked, len(objs)-linked)
-		}
-		jr.note(ctx, []*hostRun{h}, "channel %s: %d files %s from %s (%s)", c.name, len(objs), how, c.uri, time.Since(t0).Round(time.Millisecond))
-		h.log.Info("channel staged", "channel", c.name, "files", len(objs), "linked", linked, "elapsed", time.Since(t0))
-	}
-	return nil
 }
 
 // launchAll starts every host's process through the shim.

@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -34,8 +33,8 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/objectstore"
 	"github.com/sagebox/sagebox/internal/pyruntime"
+	"github.com/sagebox/sagebox/internal/staging"
 )
 
 // JobStore is where training jobs live (the metadata store implements it).
@@ -54,18 +53,11 @@ type LogSink interface {
 	Append(ctx context.Context, group, stream string, events []sagebox.LogEvent) error
 }
 
-// ObjectStore is the subset of *objectstore.Store the runner uses.
-type ObjectStore interface {
-	Get(ctx context.Context, bucket, key string) (*objectstore.Object, error)
-	List(ctx context.Context, bucket string, opts objectstore.ListOptions) (objectstore.ListResult, error)
-	// Link hard-links the object's immutable file to dst.
-	Link(ctx context.Context, bucket, key, dst string) (objectstore.ObjectInfo, error)
-	// FilePath is the object's immutable file, for copies when Link cannot.
-	FilePath(ctx context.Context, bucket, key string) (string, error)
-	Put(ctx context.Context, bucket, key string, r io.Reader, opts objectstore.PutOptions) (objectstore.ObjectInfo, error)
-}
-
-var _ ObjectStore = (*objectstore.Store)(nil)
+// ObjectStore is the object store as the runner stages and collects
+// through it: staging's neutral interface, which a remote S3 client can
+// implement too. The on-disk store's adapter (staging/localobj) adds the
+// local fast paths staging.Linker and staging.LocalFiles (hard links).
+type ObjectStore = staging.Objects
 
 // GPUs hands out the machine's GPUs across everything the server runs
 // (*gpu.Allocator implements it). IDs are CUDA_VISIBLE_DEVICES entries.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/staging"
 )
 
 // isReserved reports the hyperparameters the toolkit splits out of the
@@ -284,9 +285,22 @@ func clientErrorf(format string, args ...any) error {
 
 // failureReason gives the FailureReason for err.
 func failureReason(err error) string {
-	var je *jobError
-	if errors.As(err, &je) {
-		return sagebox.TruncateRunes(je.reason, sagebox.MaxFailureReason)
+	if reason, ok := jobReason(err); ok {
+		return sagebox.TruncateRunes(reason, sagebox.MaxFailureReason)
 	}
 	return sagebox.TruncateRunes("InternalServerError: "+err.Error(), sagebox.MaxFailureReason)
+}
+
+// jobReason is the formatted FailureReason err carries, if any: a
+// jobError's, or a staging.ClientError's ("ClientError: ...").
+func jobReason(err error) (string, bool) {
+	var je *jobError
+	if errors.As(err, &je) {
+		return je.reason, true
+	}
+	var ce *staging.ClientError
+	if errors.As(err, &ce) {
+		return ce.Error(), true
+	}
+	return "", false
 }

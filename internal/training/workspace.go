@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/sagebox/sagebox/internal/staging"
 )
 
 // workspace is one host's /opt/ml-shaped directory,
@@ -53,16 +54,10 @@ func (w workspace) create(channels []string) error {
 
 // mapOptML maps a path under /opt/ml into the workspace; other paths are
 // returned unchanged.
-func (w workspace) mapOptML(p string) string {
-	const base = "/opt/ml"
-	if p == base {
-		return w.root
-	}
-	if rest, ok := strings.CutPrefix(p, base+"/"); ok {
-		return filepath.Join(w.root, filepath.FromSlash(rest))
-	}
-	return p
-}
+func (w workspace) mapOptML(p string) string { return w.tree().MapOptML(p) }
+
+// tree is the workspace as staging sees it.
+func (w workspace) tree() staging.Tree { return staging.Tree{Root: w.root} }
 
 // resourceConfig is resourceconfig.json (contract 1.3).
 type resourceConfig struct {
