@@ -16,6 +16,7 @@ package router
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -24,9 +25,11 @@ import (
 // Authenticator checks a request's signature. A nil Authenticator lets every
 // request through (the loopback default).
 type Authenticator interface {
-	// Authenticate returns nil when the request may proceed, or an error
-	// whose AuthError method names the AWS error code and HTTP status.
-	Authenticate(r *http.Request) error
+	// Authenticate returns nil when the request, addressed to svc, may
+	// proceed, or an error that is (or wraps) an AuthError naming the AWS
+	// error code and HTTP status. It must check what the headers prove
+	// before reading the body, and read no more of it than svc accepts.
+	Authenticate(r *http.Request, svc Service) error
 }
 
 // AuthError is what an Authenticator returns on failure.
@@ -100,7 +103,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt.auth != nil {
-		if err := rt.auth.Authenticate(r); err != nil {
+		if err := rt.auth.Authenticate(r, svc); err != nil {
 			rt.writeAuthError(w, r, svc, err)
 			return
 		}
@@ -149,7 +152,8 @@ func (rt *Router) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Service, err error) {
 	code, status := "AccessDenied", http.StatusForbidden
-	if ae, ok := err.(AuthError); ok {
+	var ae AuthError
+	if errors.As(err, &ae) {
 		code, status = ae.Code(), ae.Status()
 	}
 	rt.logger.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", err)
