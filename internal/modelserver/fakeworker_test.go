@@ -20,7 +20,7 @@ import (
 
 // The fake worker is this test binary re-executed (the helper-process
 // pattern): TestMain runs fakeWorkerMain instead of the tests when
-// SAGEBOX_FAKE_WORKER=1. It speaks the real protocol and behaves according
+// FAKE_SAGEBOX_WORKER=1. It speaks the real protocol and behaves according
 // to its environment and to the request bodies:
 //
 //	FAKE_LOAD=ok|fail|hang|exit|crash  what LOAD does (default ok)
@@ -37,7 +37,7 @@ import (
 // delays the batch; anything else is echoed.
 
 func TestMain(m *testing.M) {
-	if os.Getenv("SAGEBOX_FAKE_WORKER") == "1" {
+	if os.Getenv("FAKE_SAGEBOX_WORKER") == "1" {
 		os.Exit(fakeWorkerMain())
 	}
 	os.Exit(m.Run())

@@ -32,7 +32,8 @@ type platformEnv struct {
 }
 
 // baseEnv filters environ (KEY=VALUE entries) down to what a job inherits:
-// not the server's own AWS credentials and endpoints, and nothing the
+// not the server's own AWS credentials and endpoints, no SAGEBOX_* setting
+// of the server (SAGEBOX_CREDENTIALS holds every key pair), and nothing the
 // toolkit or a launcher sets itself.
 func baseEnv(environ []string) []string {
 	out := make([]string, 0, len(environ))
@@ -51,7 +52,7 @@ func inherited(k string) bool {
 	case "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "S3_ENDPOINT_URL":
 		return false
 	}
-	for _, p := range [...]string{"AWS_", "SM_", "SAGEMAKER_", "TRAINING_JOB_", "TORCHELASTIC_", "PET_", "OMPI_"} {
+	for _, p := range [...]string{"AWS_", "SM_", "SAGEMAKER_", "SAGEBOX_", "TRAINING_JOB_", "TORCHELASTIC_", "PET_", "OMPI_"} {
 		if strings.HasPrefix(k, p) {
 			return false
 		}

@@ -177,7 +177,8 @@ func TestEnvVars(t *testing.T) {
 }
 
 func TestBaseEnvDropsServerSecrets(t *testing.T) {
-	got := baseEnv([]string{"PATH=/bin", "AWS_SESSION_TOKEN=x", "SM_MODEL_DIR=/x", "MASTER_PORT=1", "HOME=/h", "SAGEMAKER_PROGRAM=x"})
+	got := baseEnv([]string{"PATH=/bin", "AWS_SESSION_TOKEN=x", "SM_MODEL_DIR=/x", "MASTER_PORT=1", "HOME=/h", "SAGEMAKER_PROGRAM=x",
+		"SAGEBOX_CREDENTIALS=ALICE:alicesecret", "SAGEBOX_CREDENTIALS_FILE=/etc/sagebox/creds", "SAGEBOX_PYTHON=/usr/bin/python3"})
 	if strings.Join(got, " ") != "PATH=/bin HOME=/h" {
 		t.Errorf("baseEnv = %v", got)
 	}
