@@ -39,6 +39,12 @@ type AuthError interface {
 	Status() int
 }
 
+// clientMessager is an AuthError that words its message for the client
+// (without the Go error's prefix); Error() is sent otherwise.
+type clientMessager interface {
+	ClientMessage() string
+}
+
 // Routes are the services behind the single address. A nil handler answers
 // 404 (or 501 for an API that is not built yet).
 type Routes struct {
@@ -151,10 +157,14 @@ func (rt *Router) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Service, err error) {
-	code, status := "AccessDenied", http.StatusForbidden
+	code, status, msg := "AccessDenied", http.StatusForbidden, err.Error()
 	var ae AuthError
 	if errors.As(err, &ae) {
 		code, status = ae.Code(), ae.Status()
+	}
+	var cm clientMessager
+	if errors.As(err, &cm) {
+		msg = cm.ClientMessage()
 	}
 	rt.logger.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", err)
 	if svc == ServiceS3 || svc == ServiceQuery {
@@ -169,10 +179,10 @@ func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Ser
 			Message string
 		}
 		w.Write([]byte(xml.Header))
-		xml.NewEncoder(w).Encode(s3Error{Code: code, Message: err.Error()})
+		xml.NewEncoder(w).Encode(s3Error{Code: code, Message: msg})
 		return
 	}
-	writeJSONError(w, status, code, err.Error())
+	writeJSONError(w, status, code, msg)
 }
 
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {

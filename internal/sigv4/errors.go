@@ -118,6 +118,20 @@ func (e *Error) Code() string {
 	return c
 }
 
+// ClientMessage is what the client is told: Message without the "sigv4: "
+// prefix of Error, in AWS's words where AWS's are fixed.
+func (e *Error) ClientMessage() string {
+	switch {
+	case e.Kind == KindMissing && e.isJSON():
+		return "Missing Authentication Token"
+	case e.Kind == KindUnknownAccessKey && e.isJSON():
+		return "The security token included in the request is invalid."
+	case e.Kind == KindUnknownAccessKey:
+		return "The AWS Access Key Id you provided does not exist in our records."
+	}
+	return e.Message
+}
+
 // Status is the HTTP status that goes with Code.
 func (e *Error) Status() int {
 	if e.isJSON() {
