@@ -565,14 +565,14 @@ print("LEAK=" + str(any("`+testSecret+`" in v for v in os.environ.values())))
 b = io.BytesIO()
 with tarfile.open(fileobj=b, mode="w:gz") as t:
     i = tarfile.TarInfo("train.py"); i.size = len(src); t.addfile(i, io.BytesIO(src))
-s3.create_bucket(Bucket="r3")
-s3.put_object(Bucket="r3", Key="src.tar.gz", Body=b.getvalue())
+s3.create_bucket(Bucket="r3-bkt")
+s3.put_object(Bucket="r3-bkt", Key="src.tar.gz", Body=b.getvalue())
 sm.create_training_job(TrainingJobName="envleak", RoleArn="arn:aws:iam::123456789012:role/R",
     AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
-    OutputDataConfig={"S3OutputPath": "s3://r3/out"},
+    OutputDataConfig={"S3OutputPath": "s3://r3-bkt/out"},
     ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 30},
     StoppingCondition={"MaxRuntimeInSeconds": 600},
-    HyperParameters={"sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://r3/src.tar.gz"'})
+    HyperParameters={"sagemaker_program": '"train.py"', "sagemaker_submit_directory": '"s3://r3-bkt/src.tar.gz"'})
 for _ in range(400):
     d = sm.describe_training_job(TrainingJobName="envleak")
     if d["TrainingJobStatus"] in ("Completed", "Failed", "Stopped"): break
