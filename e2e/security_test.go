@@ -544,7 +544,8 @@ except Exception as e:
 }
 
 // R3: no SAGEBOX_* variable of the server, SAGEBOX_CREDENTIALS above all,
-// reaches a training script.
+// reaches a training script; R4: with auth on, the script's own key (not
+// the dummy one) opens sagebox's S3.
 func TestJobSeesNoServerSecrets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -561,6 +562,13 @@ sm, s3, logs = c("sagemaker"), c("s3"), c("logs")
 src = b'''import os
 print("SAGEBOX_VARS=" + ",".join(sorted(k for k in os.environ if k.startswith("SAGEBOX_"))))
 print("LEAK=" + str(any("`+testSecret+`" in v for v in os.environ.values())))
+# R4: the job's own key opens sagebox's S3.
+import boto3
+print("KEY=" + os.environ["AWS_ACCESS_KEY_ID"])
+try:
+    print("S3=" + ",".join(b["Name"] for b in boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).list_buckets()["Buckets"]))
+except Exception as e:
+    print("S3 refused:", e)
 '''
 b = io.BytesIO()
 with tarfile.open(fileobj=b, mode="w:gz") as t:
@@ -585,5 +593,6 @@ for st in logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", 
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	mustContain(t, "job output", out, "STATUS Completed", "LOG SAGEBOX_VARS=\n", "LOG LEAK=False")
+	mustContain(t, "job output", out, "STATUS Completed", "LOG SAGEBOX_VARS=\n", "LOG LEAK=False",
+		"LOG KEY=SAGEBOXJOB-envleak\n", "LOG S3=r3-bkt\n")
 }

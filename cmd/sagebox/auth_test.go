@@ -115,3 +115,44 @@ func hexSum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+func TestJobKeys(t *testing.T) {
+	dir := t.TempDir()
+	k, err := loadJobKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "job-key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("job-key: %v, mode %v; want 0600", err, st.Mode())
+	}
+	id, secret := k.credentials("job-a")
+	if got, ok := k.lookup(id); !ok || got != secret {
+		t.Fatalf("lookup(%q) = %q, %v; want the job's secret", id, got, ok)
+	}
+	if _, other := k.credentials("job-b"); other == secret {
+		t.Fatal("two jobs share a secret")
+	}
+	if _, ok := k.lookup("AKIDOTHER"); ok {
+		t.Fatal("a key id that is no job's was given a secret")
+	}
+	// The key survives a restart: a re-adopted job keeps working.
+	again, err := loadJobKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := again.lookup(id); got != secret {
+		t.Fatal("a new server start derives another secret for the same job")
+	}
+	// And the verifier accepts a job's signature.
+	v := sigv4.NewVerifier(map[string]string{"AKID": "SECRET"}, time.Now, sigv4.WithKeySource(k.lookup))
+	req := httptest.NewRequest("GET", "http://example.com/bucket", nil)
+	req.Header.Set("X-Amz-Content-Sha256", sigv4.EmptySHA256)
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	if err := signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: id, SecretAccessKey: secret}, req, sigv4.EmptySHA256, "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(req); err != nil {
+		t.Fatalf("the job's own key is refused: %v", err)
+	}
+}

@@ -203,11 +203,21 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	if err != nil {
 		return fmt.Errorf("find own executable for the job shim: %w", err)
 	}
+	// With auth on, each job signs with its own key (jobkeys.go).
+	var jobCreds func(string) (string, string)
+	var keys *jobKeys
+	if len(creds) > 0 {
+		if keys, err = loadJobKeys(dataDir); err != nil {
+			return err
+		}
+		jobCreds = keys.credentials
+	}
 	runner := training.NewRunner(training.Config{
 		DataDir:           dataDir,
 		Python:            py,
 		RuntimeDir:        runtimeDir,
 		SagemakerEndpoint: endpoint,
+		JobCredentials:    jobCreds,
 		Region:            o.region,
 		StopGrace:         o.stopGrace,
 		ShimCommand:       []string{self, "exec-shim"},
@@ -217,7 +227,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}
 	var auth router.Authenticator
 	if len(creds) > 0 {
-		v := sigv4.NewVerifier(creds, time.Now, sigv4.WithRegion(o.region))
+		v := sigv4.NewVerifier(creds, time.Now, sigv4.WithRegion(o.region), sigv4.WithKeySource(keys.lookup))
 		auth = sigv4Authenticator{v}
 		// S3 verifies again itself so it can check aws-chunked chunk signatures.
 		s3cfg.Verifier = v

@@ -33,6 +33,7 @@ type Verifier struct {
 	creds  map[string]string
 	now    func() time.Time
 	region string
+	keys   func(accessKeyID string) (secret string, ok bool)
 }
 
 // Option configures a Verifier.
@@ -43,6 +44,24 @@ type Option func(*Verifier)
 // it any region is accepted.
 func WithRegion(region string) Option {
 	return func(v *Verifier) { v.region = region }
+}
+
+// WithKeySource adds keys beyond the fixed table: lookup returns the secret
+// of an access key id the table lacks (derived per training job, say). It
+// must be safe for concurrent use.
+func WithKeySource(lookup func(accessKeyID string) (secret string, ok bool)) Option {
+	return func(v *Verifier) { v.keys = lookup }
+}
+
+// secret returns the secret access key of id.
+func (v *Verifier) secret(id string) (string, bool) {
+	if s, ok := v.creds[id]; ok {
+		return s, true
+	}
+	if v.keys != nil {
+		return v.keys(id)
+	}
+	return "", false
 }
 
 // NewVerifier returns a verifier for creds (access key id → secret access
@@ -229,7 +248,7 @@ func (v *Verifier) verifyHeader(r *http.Request, auth string, rt Route) (*Result
 		return nil, errorf(KindMalformed, "", false, "the authorization header is malformed")
 	}
 	svc := a.cred.Service
-	secret, ok := v.creds[a.cred.AccessKeyID]
+	secret, ok := v.secret(a.cred.AccessKeyID)
 	if !ok {
 		return nil, errorf(KindUnknownAccessKey, svc, false, "the AWS access key id you provided does not exist in our records")
 	}
@@ -288,7 +307,7 @@ func (v *Verifier) verifyPresigned(r *http.Request, rt Route) (*Result, *Error) 
 	if sig == "" || signedList == "" {
 		return nil, errorf(KindMalformed, svc, true, "X-Amz-Signature and X-Amz-SignedHeaders are required")
 	}
-	secret, ok := v.creds[cred.AccessKeyID]
+	secret, ok := v.secret(cred.AccessKeyID)
 	if !ok {
 		return nil, errorf(KindUnknownAccessKey, svc, true, "the AWS access key id you provided does not exist in our records")
 	}

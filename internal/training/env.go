@@ -23,6 +23,8 @@ type hostInfo struct {
 type platformEnv struct {
 	base         []string // the server's environment, filtered by baseEnv
 	endpoint     string   // sagebox's URL, for boto3 in scripts
+	accessKeyID  string   // the job's own key for it; "" means the dummy "sagebox"
+	secretKey    string
 	masterPort   int
 	runtimeDir   string // embedded Python runtime, on PYTHONPATH after code/
 	torchVersion string
@@ -77,8 +79,10 @@ func (s *jobSpec) envVars(h hostInfo, cf configFiles, p platformEnv) map[string]
 		env["AWS_ENDPOINT_URL"] = p.endpoint
 		env["AWS_ENDPOINT_URL_S3"] = p.endpoint
 		env["S3_ENDPOINT_URL"] = p.endpoint
-		env["AWS_ACCESS_KEY_ID"] = "sagebox"
-		env["AWS_SECRET_ACCESS_KEY"] = "sagebox"
+		env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = "sagebox", "sagebox"
+		if p.accessKeyID != "" {
+			env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = p.accessKeyID, p.secretKey
+		}
 	}
 	if s.region != "" {
 		env["AWS_REGION"] = s.region

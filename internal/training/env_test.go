@@ -267,3 +267,14 @@ func TestGPUShare(t *testing.T) {
 		}
 	}
 }
+
+func TestJobGetsItsOwnKey(t *testing.T) {
+	s, h, cf, p := testSpec(t)
+	if env := s.envVars(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "sagebox" || env["AWS_SECRET_ACCESS_KEY"] != "sagebox" {
+		t.Errorf("without a job key: %s/%s, want the dummy sagebox/sagebox", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+	}
+	p.accessKeyID, p.secretKey = "SAGEBOXJOB-job-1", "derived"
+	if env := s.envVars(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "SAGEBOXJOB-job-1" || env["AWS_SECRET_ACCESS_KEY"] != "derived" {
+		t.Errorf("job key: %s/%s, want SAGEBOXJOB-job-1/derived", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+	}
+}
