@@ -50,6 +50,8 @@ type loadRecord struct {
 	Cwd        string    `json:"cwd"`
 	PythonPath string    `json:"pythonpath"`
 	Args       []string  `json:"args"`
+	// Secret is SAGEBOX_CREDENTIALS as the worker sees it (must be "").
+	Secret string `json:"secret"`
 }
 
 func fakeWorkerMain() int {
@@ -84,7 +86,8 @@ func fakeWorkerMain() int {
 		return 2
 	}
 	cwd, _ := os.Getwd()
-	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:]})
+	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:],
+		Secret: os.Getenv("SAGEBOX_CREDENTIALS")})
 	if state != "" {
 		os.WriteFile(filepath.Join(state, fmt.Sprintf("load-%d.json", os.Getpid())), rec, 0o644)
 	}
