@@ -503,6 +503,13 @@ func TestTLS(t *testing.T) {
 		}
 	}
 
+	// The sagebox CLI reads AWS_CA_BUNDLE, as boto3 and the AWS CLI do.
+	cmd := exec.CommandContext(ctx, binary, "jobs", "ls")
+	cmd.Env = append(s.signedEnv(), "AWS_CA_BUNDLE="+certFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sagebox jobs ls over HTTPS: %v\n%s", err, out)
+	}
+
 	requireTool(t, "/usr/bin/python3", "-c", "import boto3")
 	out, err := s.pythonEnv(ctx, append(s.signedEnv(), "CA="+certFile), `
 import os, boto3
