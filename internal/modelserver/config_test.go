@@ -181,3 +181,20 @@ func TestGoProcs(t *testing.T) {
 		t.Fatalf("validate: %v", err)
 	}
 }
+
+func TestWorkerInheritsNoServerSecrets(t *testing.T) {
+	for kv, want := range map[string]bool{
+		"PATH=/usr/bin":                 true,
+		"OMP_NUM_THREADS=1":             true,
+		"SAGEBOX_LOG_LEVEL=DEBUG":       true, // read by the worker itself
+		"SAGEBOX_WORKER_PROFILE=/tmp/p": true,
+		"SAGEBOX_CREDENTIALS=A:secret":  false,
+		"SAGEBOX_CREDENTIALS_FILE=/etc": false,
+		"SAGEBOX_QUEUE_SIZE=7":          false,
+		"PYTHONPATH=/x":                 false,
+	} {
+		if got := workerInherits(kv); got != want {
+			t.Errorf("workerInherits(%q) = %v, want %v", kv, got, want)
+		}
+	}
+}

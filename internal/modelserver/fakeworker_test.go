@@ -20,7 +20,7 @@ import (
 
 // The fake worker is this test binary re-executed (the helper-process
 // pattern): TestMain runs fakeWorkerMain instead of the tests when
-// SAGEBOX_FAKE_WORKER=1. It speaks the real protocol and behaves according
+// FAKE_SAGEBOX_WORKER=1. It speaks the real protocol and behaves according
 // to its environment and to the request bodies:
 //
 //	FAKE_LOAD=ok|fail|hang|exit|crash  what LOAD does (default ok)
@@ -37,7 +37,7 @@ import (
 // delays the batch; anything else is echoed.
 
 func TestMain(m *testing.M) {
-	if os.Getenv("SAGEBOX_FAKE_WORKER") == "1" {
+	if os.Getenv("FAKE_SAGEBOX_WORKER") == "1" {
 		os.Exit(fakeWorkerMain())
 	}
 	os.Exit(m.Run())
@@ -50,6 +50,8 @@ type loadRecord struct {
 	Cwd        string    `json:"cwd"`
 	PythonPath string    `json:"pythonpath"`
 	Args       []string  `json:"args"`
+	// Secret is SAGEBOX_CREDENTIALS as the worker sees it (must be "").
+	Secret string `json:"secret"`
 }
 
 func fakeWorkerMain() int {
@@ -84,7 +86,8 @@ func fakeWorkerMain() int {
 		return 2
 	}
 	cwd, _ := os.Getwd()
-	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:]})
+	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:],
+		Secret: os.Getenv("SAGEBOX_CREDENTIALS")})
 	if state != "" {
 		os.WriteFile(filepath.Join(state, fmt.Sprintf("load-%d.json", os.Getpid())), rec, 0o644)
 	}

@@ -75,7 +75,8 @@ func startTestServer(t *testing.T, o testOptions) *testServer {
 	cfg.RestartBackoff = 10 * time.Millisecond
 	cfg.RestartBackoffMax = 100 * time.Millisecond
 	cfg.ShutdownGrace = 2 * time.Second
-	cfg.Env = append(os.Environ(), "SAGEBOX_FAKE_WORKER=1", "FAKE_STATE_DIR="+state, "PYTHONPATH=/existing")
+	cfg.Env = append(os.Environ(), "FAKE_SAGEBOX_WORKER=1", "FAKE_STATE_DIR="+state, "PYTHONPATH=/existing",
+		"SAGEBOX_CREDENTIALS=AKID:server-secret")
 	cfg.Env = append(cfg.Env, o.env...)
 	if o.mutate != nil {
 		o.mutate(&cfg)

@@ -250,7 +250,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	env := make([]string, 0, len(base)+3)
 	for _, kv := range base {
-		if !strings.HasPrefix(kv, "PYTHONPATH=") && !strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+		if workerInherits(kv) {
 			env = append(env, kv)
 		}
 	}
@@ -413,4 +413,19 @@ func answerLimits(maxPayload int64, batchSize int) (answer int64, frame int) {
 		answer = most
 	}
 	return answer, int(answer*int64(batchSize) + framing)
+}
+
+// workerInherits reports whether a worker gets the KEY=VALUE entry kv of the
+// front end's environment: not PYTHONPATH or PYTHONUNBUFFERED (set for the
+// worker), and no SAGEBOX_* variable (the server's settings, credentials
+// among them) but the two the worker reads itself.
+func workerInherits(kv string) bool {
+	k, _, _ := strings.Cut(kv, "=")
+	switch k {
+	case "PYTHONPATH", "PYTHONUNBUFFERED":
+		return false
+	case "SAGEBOX_LOG_LEVEL", "SAGEBOX_WORKER_PROFILE":
+		return true
+	}
+	return !strings.HasPrefix(k, "SAGEBOX_")
 }

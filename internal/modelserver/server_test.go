@@ -632,6 +632,9 @@ func TestGPUAssignmentAndWorkerEnv(t *testing.T) {
 				if r.PythonPath != wantPP {
 					t.Errorf("PYTHONPATH %q, want %q", r.PythonPath, wantPP)
 				}
+				if r.Secret != "" {
+					t.Errorf("the worker sees SAGEBOX_CREDENTIALS=%q", r.Secret)
+				}
 				if !slices.Equal(r.Args[:4], []string{"-m", "sagebox_runtime", "worker", "--socket"}) {
 					t.Errorf("args %q", r.Args)
 				}

@@ -16,6 +16,7 @@ package router
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -24,9 +25,11 @@ import (
 // Authenticator checks a request's signature. A nil Authenticator lets every
 // request through (the loopback default).
 type Authenticator interface {
-	// Authenticate returns nil when the request may proceed, or an error
-	// whose AuthError method names the AWS error code and HTTP status.
-	Authenticate(r *http.Request) error
+	// Authenticate returns nil when the request, addressed to svc, may
+	// proceed, or an error that is (or wraps) an AuthError naming the AWS
+	// error code and HTTP status. It must check what the headers prove
+	// before reading the body, and read no more of it than svc accepts.
+	Authenticate(r *http.Request, svc Service) error
 }
 
 // AuthError is what an Authenticator returns on failure.
@@ -34,6 +37,12 @@ type AuthError interface {
 	error
 	Code() string
 	Status() int
+}
+
+// clientMessager is an AuthError that words its message for the client
+// (without the Go error's prefix); Error() is sent otherwise.
+type clientMessager interface {
+	ClientMessage() string
 }
 
 // Routes are the services behind the single address. A nil handler answers
@@ -100,7 +109,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt.auth != nil {
-		if err := rt.auth.Authenticate(r); err != nil {
+		if err := rt.auth.Authenticate(r, svc); err != nil {
 			rt.writeAuthError(w, r, svc, err)
 			return
 		}
@@ -148,9 +157,14 @@ func (rt *Router) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Service, err error) {
-	code, status := "AccessDenied", http.StatusForbidden
-	if ae, ok := err.(AuthError); ok {
+	code, status, msg := "AccessDenied", http.StatusForbidden, err.Error()
+	var ae AuthError
+	if errors.As(err, &ae) {
 		code, status = ae.Code(), ae.Status()
+	}
+	var cm clientMessager
+	if errors.As(err, &cm) {
+		msg = cm.ClientMessage()
 	}
 	rt.logger.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", err)
 	if svc == ServiceS3 || svc == ServiceQuery {
@@ -165,10 +179,10 @@ func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Ser
 			Message string
 		}
 		w.Write([]byte(xml.Header))
-		xml.NewEncoder(w).Encode(s3Error{Code: code, Message: err.Error()})
+		xml.NewEncoder(w).Encode(s3Error{Code: code, Message: msg})
 		return
 	}
-	writeJSONError(w, status, code, err.Error())
+	writeJSONError(w, status, code, msg)
 }
 
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,68 @@ func (authErr) Status() int   { return http.StatusForbidden }
 
 type denyAll struct{}
 
-func (denyAll) Authenticate(*http.Request) error { return authErr{} }
+func (denyAll) Authenticate(*http.Request, Service) error { return authErr{} }
+
+// wrapping returns its error wrapped, as an adapter adding context would.
+type wrapping struct{ err error }
+
+func (w wrapping) Authenticate(*http.Request, Service) error {
+	return fmt.Errorf("authenticate: %w", w.err)
+}
+
+// recordService remembers which service the router asked about.
+type recordService struct{ got *Service }
+
+func (a recordService) Authenticate(_ *http.Request, svc Service) error {
+	*a.got = svc
+	return nil
+}
+
+func TestAuthenticatorLearnsTheService(t *testing.T) {
+	var got Service = -1
+	rt := New(Routes{JSON: named("json"), S3: named("s3"), Query: named("query")}, recordService{&got}, nil)
+	for _, c := range []struct {
+		method, path, target, ctype string
+		want                        Service
+	}{
+		{"POST", "/", "SageMaker.ListTrainingJobs", "", ServiceJSON},
+		{"PUT", "/b/k", "", "", ServiceS3},
+		{"POST", "/", "", "application/x-www-form-urlencoded", ServiceQuery},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		if c.target != "" {
+			req.Header.Set("X-Amz-Target", c.target)
+		}
+		if c.ctype != "" {
+			req.Header.Set("Content-Type", c.ctype)
+		}
+		rt.ServeHTTP(httptest.NewRecorder(), req)
+		if got != c.want {
+			t.Errorf("%s %s: authenticator saw service %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+}
+
+func TestWrappedAuthErrorKeepsItsCode(t *testing.T) {
+	rt := New(Routes{S3: named("s3")}, wrapping{authErr{}}, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/bucket/key", nil))
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "<Code>SignatureDoesNotMatch</Code>") {
+		t.Errorf("wrapped auth error = %d %s, want 403 SignatureDoesNotMatch", w.Code, w.Body)
+	}
+	rt = New(Routes{S3: named("s3")}, wrapping{tooLarge{}}, nil)
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/bucket/key", nil))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("wrapped 413 auth error answered %d", w.Code)
+	}
+}
+
+type tooLarge struct{}
+
+func (tooLarge) Error() string { return "too large" }
+func (tooLarge) Code() string  { return "EntityTooLarge" }
+func (tooLarge) Status() int   { return http.StatusRequestEntityTooLarge }
 
 func TestRouting(t *testing.T) {
 	rt := New(Routes{JSON: named("json"), Runtime: named("runtime"), S3: named("s3"), Query: named("query"), Metrics: named("metrics")}, nil, nil)

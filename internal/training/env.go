@@ -23,6 +23,8 @@ type hostInfo struct {
 type platformEnv struct {
 	base         []string // the server's environment, filtered by baseEnv
 	endpoint     string   // sagebox's URL, for boto3 in scripts
+	accessKeyID  string   // the job's own key for it; "" means the dummy "sagebox"
+	secretKey    string
 	masterPort   int
 	runtimeDir   string // embedded Python runtime, on PYTHONPATH after code/
 	torchVersion string
@@ -33,8 +35,9 @@ type platformEnv struct {
 
 // baseEnv filters environ (KEY=VALUE entries) down to what a job (and pip
 // installing its requirements) inherits: not the server's own AWS
-// credentials and endpoints, nor the SigV4 secrets it accepts
-// (SAGEBOX_CREDENTIALS), and nothing the toolkit or a launcher sets itself.
+// credentials and endpoints, no SAGEBOX_* setting of the server
+// (SAGEBOX_CREDENTIALS holds every key pair), and nothing the toolkit or a
+// launcher sets itself.
 func baseEnv(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
@@ -52,7 +55,7 @@ func inherited(k string) bool {
 	case "SAGEBOX_CREDENTIALS", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "S3_ENDPOINT_URL":
 		return false
 	}
-	for _, p := range [...]string{"AWS_", "SM_", "SAGEMAKER_", "TRAINING_JOB_", "TORCHELASTIC_", "PET_", "OMPI_"} {
+	for _, p := range [...]string{"AWS_", "SM_", "SAGEMAKER_", "SAGEBOX_", "TRAINING_JOB_", "TORCHELASTIC_", "PET_", "OMPI_"} {
 		if strings.HasPrefix(k, p) {
 			return false
 		}
@@ -77,8 +80,10 @@ func (s *jobSpec) envVars(h hostInfo, cf configFiles, p platformEnv) map[string]
 		env["AWS_ENDPOINT_URL"] = p.endpoint
 		env["AWS_ENDPOINT_URL_S3"] = p.endpoint
 		env["S3_ENDPOINT_URL"] = p.endpoint
-		env["AWS_ACCESS_KEY_ID"] = "sagebox"
-		env["AWS_SECRET_ACCESS_KEY"] = "sagebox"
+		env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = "sagebox", "sagebox"
+		if p.accessKeyID != "" {
+			env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = p.accessKeyID, p.secretKey
+		}
 	}
 	if s.region != "" {
 		env["AWS_REGION"] = s.region

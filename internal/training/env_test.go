@@ -178,7 +178,8 @@ func TestEnvVars(t *testing.T) {
 }
 
 func TestBaseEnvDropsServerSecrets(t *testing.T) {
-	got := baseEnv([]string{"PATH=/bin", "AWS_SESSION_TOKEN=x", "SM_MODEL_DIR=/x", "MASTER_PORT=1", "HOME=/h", "SAGEMAKER_PROGRAM=x"})
+	got := baseEnv([]string{"PATH=/bin", "AWS_SESSION_TOKEN=x", "SM_MODEL_DIR=/x", "MASTER_PORT=1", "HOME=/h", "SAGEMAKER_PROGRAM=x",
+		"SAGEBOX_CREDENTIALS=ALICE:alicesecret", "SAGEBOX_CREDENTIALS_FILE=/etc/sagebox/creds", "SAGEBOX_PYTHON=/usr/bin/python3"})
 	if strings.Join(got, " ") != "PATH=/bin HOME=/h" {
 		t.Errorf("baseEnv = %v", got)
 	}
@@ -277,5 +278,16 @@ func TestGPUShare(t *testing.T) {
 		if c != tt.count || v != tt.visible {
 			t.Errorf("gpuShare(%d GPUs, host %d of %d) = %d %q, want %d %q", tt.gpus, tt.host, tt.n, c, v, tt.count, tt.visible)
 		}
+	}
+}
+
+func TestJobGetsItsOwnKey(t *testing.T) {
+	s, h, cf, p := testSpec(t)
+	if env := s.envVars(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "sagebox" || env["AWS_SECRET_ACCESS_KEY"] != "sagebox" {
+		t.Errorf("without a job key: %s/%s, want the dummy sagebox/sagebox", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
+	}
+	p.accessKeyID, p.secretKey = "SAGEBOXJOB-job-1", "derived"
+	if env := s.envVars(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "SAGEBOXJOB-job-1" || env["AWS_SECRET_ACCESS_KEY"] != "derived" {
+		t.Errorf("job key: %s/%s, want SAGEBOXJOB-job-1/derived", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
 	}
 }

@@ -341,11 +341,15 @@ func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) 
 				return fmt.Errorf("write hosts file: %w", err)
 			}
 		}
-		env := jr.spec.envVars(h.info, cf, platformEnv{
+		pe := platformEnv{
 			base: base, endpoint: jr.r.cfg.SagemakerEndpoint, masterPort: port,
 			runtimeDir: jr.r.cfg.RuntimeDir, torchVersion: torchVer, numCPUs: numCPUs(),
 			nssWrapper: nssWrapper, hostsFile: hostsFile,
-		})
+		}
+		if jr.r.cfg.JobCredentials != nil {
+			pe.accessKeyID, pe.secretKey = jr.r.cfg.JobCredentials(jr.spec.name)
+		}
+		env := jr.spec.envVars(h.info, cf, pe)
 		if err := jr.r.startShim(ctx, h, argv, environList(env), jr.poke); err != nil {
 			return err
 		}

@@ -86,6 +86,11 @@ type Config struct {
 	// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and S3_ENDPOINT_URL with dummy
 	// credentials, so boto3 in a script talks to sagebox.
 	SagemakerEndpoint string
+	// JobCredentials, if set, gives each job the access key its scripts
+	// sign with (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), one the server's
+	// verifier accepts. Nil means the dummy key "sagebox", which a server
+	// without credentials accepts like any other.
+	JobCredentials func(job string) (accessKeyID, secret string)
 	// Region is the default AWS region for scripts.
 	Region string
 	// StopGrace is how long a stopped job's processes get between SIGTERM
