@@ -42,8 +42,8 @@ func (s *Stager) StageSourceDir(ctx context.Context, src, entry string, t Tree) 
 			return fmt.Errorf("read sourcedir %s: %w", src, err)
 		}
 		defer obj.Close()
-		if err := archive.Extract(ctx, obj, code); err != nil {
-			return sourceDirError(src, err)
+		if err := archive.ExtractLimited(ctx, obj, code, s.ArchiveLimits); err != nil {
+			return s.sourceDirError(src, err)
 		}
 	default:
 		p := strings.TrimPrefix(src, "file://")
@@ -61,8 +61,8 @@ func (s *Stager) StageSourceDir(ctx context.Context, src, entry string, t Tree) 
 				return fmt.Errorf("copy sourcedir %s: %w", src, err)
 			}
 		case isTarball(p):
-			if err := archive.ExtractFile(ctx, p, code); err != nil {
-				return sourceDirError(src, err)
+			if err := archive.ExtractFileLimited(ctx, p, code, s.ArchiveLimits); err != nil {
+				return s.sourceDirError(src, err)
 			}
 		default:
 			if err := cloneFile(p, filepath.Join(code, filepath.Base(p))); err != nil {
@@ -73,7 +73,14 @@ func (s *Stager) StageSourceDir(ctx context.Context, src, entry string, t Tree) 
 	return checkEntryPoint(src, entry, code)
 }
 
-func sourceDirError(src string, err error) error {
+func (s *Stager) sourceDirError(src string, err error) error {
+	if errors.Is(err, archive.ErrLimit) {
+		from := ""
+		if s.LimitsFrom != "" {
+			from = " (" + s.LimitsFrom + ")"
+		}
+		return clientErrorf("sourcedir %s was refused: %w; the limit%s is what the job's volume can hold", src, err, from)
+	}
 	if errors.Is(err, archive.ErrUnsafePath) {
 		return clientErrorf("sourcedir %s was refused: %w", src, err)
 	}

@@ -1,6 +1,8 @@
 package staging
 
 import (
+	"github.com/sagebox/sagebox/internal/archive"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +21,12 @@ type Stager struct {
 	Notes func(ctx context.Context, hosts []int, msg string)
 	// Log is for the operator; nil means slog.Default().
 	Log *slog.Logger
+	// ArchiveLimits bounds what the source directory's archive may unpack
+	// to (a tar bomb fails the job instead of filling the disk); zero
+	// fields mean no limit. LimitsFrom says where the limits come from,
+	// for the error a user sees ("ResourceConfig.VolumeSizeInGB is 1").
+	ArchiveLimits archive.Limits
+	LimitsFrom    string
 }
 
 func (s *Stager) note(ctx context.Context, hosts []Host, format string, args ...any) {

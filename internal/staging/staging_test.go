@@ -350,6 +350,30 @@ func TestSourceDir(t *testing.T) {
 	})
 }
 
+// TestSourceDirLimits: a source directory that unpacks past the job's
+// limits fails with a ClientError that names the limit (R6: a 1 MB
+// archive unpacked to 1 GB and the job Completed).
+func TestSourceDirLimits(t *testing.T) {
+	forEach(t, func(t *testing.T, be backend) {
+		big := strings.Repeat("0", 2<<20)
+		be.put(t, "bkt", "bomb.tar.gz", tarGz(t, tarItem{name: "train.py", body: "x"}, tarItem{name: "zeros.bin", body: big}))
+		be.put(t, "bkt", "many.tar.gz", tarGz(t, tarItem{name: "train.py", body: "x"}, tarItem{name: "a", body: "1"}, tarItem{name: "b", body: "2"}))
+		st := &staging.Stager{Objects: be.objects, ArchiveLimits: archive.Limits{MaxBytes: 1 << 20, MaxEntries: 2}, LimitsFrom: "ResourceConfig.VolumeSizeInGB is 1"}
+		for src, want := range map[string]string{
+			"s3://bkt/bomb.tar.gz": `ClientError: sourcedir s3://bkt/bomb.tar.gz was refused: archive unpacks to more than 1.0 MiB (1048576 bytes) (stopped at "zeros.bin"); the limit (ResourceConfig.VolumeSizeInGB is 1) is what the job's volume can hold`,
+			"s3://bkt/many.tar.gz": `ClientError: sourcedir s3://bkt/many.tar.gz was refused: archive has more than 2 entries (stopped at "b"); the limit (ResourceConfig.VolumeSizeInGB is 1) is what the job's volume can hold`,
+		} {
+			tree := staging.Tree{Root: filepath.Join(t.TempDir(), "algo-1")}
+			os.MkdirAll(tree.CodeDir(), 0o755)
+			err := st.StageSourceDir(context.Background(), src, "train.py", tree)
+			var ce *staging.ClientError
+			if !errors.As(err, &ce) || err.Error() != want {
+				t.Errorf("%s:\n got %v\nwant %s", src, err, want)
+			}
+		}
+	})
+}
+
 func TestCheckpoints(t *testing.T) {
 	forEach(t, func(t *testing.T, be backend) {
 		ctx := context.Background()
