@@ -81,6 +81,9 @@ func (s *Stager) UploadArtifacts(ctx context.Context, out Output, trees []Tree) 
 		return "", nil
 	}
 	loc, err := parseOutputPath(out.Path)
+	if err == nil && loc.local != "" {
+		err = s.LocalPaths.check("S3OutputPath", loc.local)
+	}
 	if err != nil {
 		return "", err
 	}

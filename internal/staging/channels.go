@@ -102,7 +102,7 @@ func (s *Stager) PlanChannel(ctx context.Context, c Channel) (*Plan, error) {
 	switch {
 	case strings.HasPrefix(c.URI, "file://"):
 		plan.Local = true
-		plan.Items, err = planLocal(c)
+		plan.Items, err = planLocal(c, s.LocalPaths)
 	case c.DataType == "ManifestFile":
 		plan.Items, err = s.planManifest(ctx, c)
 	default:
@@ -231,10 +231,14 @@ func (s *Stager) planManifest(ctx context.Context, c Channel) ([]Item, error) {
 	return out, nil
 }
 
-func planLocal(c Channel) ([]Item, error) {
+func planLocal(c Channel, policy LocalPaths) ([]Item, error) {
 	root := strings.TrimPrefix(c.URI, "file://")
 	if !filepath.IsAbs(root) {
 		return nil, clientErrorf("channel %q: %s must be an absolute file:// path", c.Name, c.URI)
+	}
+	what := fmt.Sprintf("channel %q", c.Name)
+	if err := policy.check(what, c.URI); err != nil {
+		return nil, err
 	}
 	st, err := os.Stat(root)
 	if err != nil {
@@ -251,6 +255,11 @@ func planLocal(c Channel) ([]Item, error) {
 		st, err := os.Stat(p)
 		if err != nil || !st.Mode().IsRegular() {
 			return nil // directories, dangling links, specials
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			if err := policy.check(what+": "+p+" is a symlink to", resolve(p)); err != nil {
+				return err
+			}
 		}
 		rel, _ := filepath.Rel(root, p)
 		out = append(out, Item{Src: p, Rel: filepath.ToSlash(rel), Size: st.Size()})

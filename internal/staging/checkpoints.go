@@ -74,11 +74,11 @@ func (s *Stager) Checkpoints(ctx context.Context, cc CheckpointConfig, hosts []H
 		if !filepath.IsAbs(dir) {
 			return nil, clientErrorf("CheckpointConfig.LocalPath %q must be an absolute path", local)
 		}
-		if dir != h.Tree.Root && !strings.HasPrefix(dir, h.Tree.Root+string(filepath.Separator)) {
-			if err := probeWritable(dir); err != nil {
-				s.note(ctx, []Host{h}, "checkpoint LocalPath %s is not writable (%v); using %s instead", local, err, h.Tree.CheckpointDir())
-				dir = h.Tree.CheckpointDir()
-			}
+		if !h.Tree.Contains(dir) {
+			// On SageMaker LocalPath is a path in the training container,
+			// never one of the host's: here it stays inside the workspace.
+			s.note(ctx, []Host{h}, "CheckpointConfig.LocalPath %s is a path inside the training container; on sagebox it is %s", local, h.Tree.CheckpointDir())
+			dir = h.Tree.CheckpointDir()
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create checkpoint dir: %w", err)
@@ -101,18 +101,6 @@ func (c *Checkpoints) Dirs() []string {
 		out = append(out, t.dir)
 	}
 	return out
-}
-
-func probeWritable(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".sagebox-probe-")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return os.Remove(f.Name())
 }
 
 // Download copies S3Uri's objects into every checkpoint directory.

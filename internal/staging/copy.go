@@ -83,8 +83,23 @@ func (s *Stager) copyOut(ctx context.Context, bucket, key, dst string) error {
 
 // copyTree copies the contents of the directory src into dst (created if
 // needed), following symlinks like shutil.copytree's default. Files are
-// cloned where the file system allows.
-func copyTree(src, dst string) error {
+// cloned where the file system allows. allow, if not nil, judges every
+// path a symlink leads to (so a link inside an allowed directory cannot
+// copy what lies outside it); a directory reached twice through links (a
+// cycle) is copied once.
+func copyTree(src, dst string, allow func(real string) error) error {
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	return copyTreeOnce(real, dst, allow, map[string]bool{})
+}
+
+func copyTreeOnce(src, dst string, allow func(string) error, seen map[string]bool) error {
+	if seen[src] {
+		return nil
+	}
+	seen[src] = true
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -94,19 +109,35 @@ func copyTree(src, dst string) error {
 			return err
 		}
 		target := filepath.Join(dst, rel)
-		st, err := os.Stat(p) // follow links
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", p, err)
-		}
-		if st.IsDir() {
-			if d.Type()&fs.ModeSymlink != 0 {
+		if d.Type()&fs.ModeSymlink != 0 {
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return nil // dangling: nothing to copy
+			}
+			if allow != nil {
+				if err := allow(real); err != nil {
+					return err
+				}
+			}
+			st, err := os.Stat(real)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+			if st.IsDir() {
 				// A linked directory: copy what it holds (WalkDir does not
 				// descend into it by itself).
-				return copyTree(p, target)
+				return copyTreeOnce(real, target, allow, seen)
 			}
+			if !st.Mode().IsRegular() {
+				return nil
+			}
+			_ = os.Remove(target)
+			return cloneFile(real, target)
+		}
+		if d.IsDir() {
 			return os.MkdirAll(target, 0o755)
 		}
-		if !st.Mode().IsRegular() {
+		if !d.Type().IsRegular() {
 			return nil
 		}
 		_ = os.Remove(target)

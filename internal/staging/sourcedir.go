@@ -51,13 +51,23 @@ func (s *Stager) StageSourceDir(ctx context.Context, src, entry string, t Tree) 
 			return clientErrorf("sagemaker_submit_directory %q must be an s3:// URI, a file:// URI or an absolute path", src)
 		}
 		p = t.MapOptML(p)
+		if err := s.LocalPaths.check("sagemaker_submit_directory", p); err != nil && !t.Contains(p) {
+			return err
+		}
 		st, err := os.Stat(p)
 		if err != nil {
 			return clientErrorf("sagemaker_submit_directory %s: %w", src, err)
 		}
 		switch {
 		case st.IsDir():
-			if err := copyTree(p, code); err != nil {
+			allow := func(real string) error {
+				return s.LocalPaths.check("sagemaker_submit_directory "+src+": a symlink leads to", real)
+			}
+			if err := copyTree(p, code, allow); err != nil {
+				var ce *ClientError
+				if errors.As(err, &ce) {
+					return err
+				}
 				return fmt.Errorf("copy sourcedir %s: %w", src, err)
 			}
 		case isTarball(p):

@@ -27,6 +27,8 @@ type Stager struct {
 	// for the error a user sees ("ResourceConfig.VolumeSizeInGB is 1").
 	ArchiveLimits archive.Limits
 	LimitsFrom    string
+	// LocalPaths says which of this machine's paths file:// may name.
+	LocalPaths LocalPaths
 }
 
 func (s *Stager) note(ctx context.Context, hosts []Host, format string, args ...any) {

@@ -454,22 +454,111 @@ func TestCheckpointConfigErrors(t *testing.T) {
 	if err := ck.Download(ctx); err == nil || err.Error() != `ClientError: CheckpointConfig.S3Uri: bucket "nobkt" does not exist` {
 		t.Errorf("missing bucket: %v", err)
 	}
-	// An unwritable LocalPath outside the tree falls back to checkpoints/.
+	// A LocalPath outside /opt/ml is a container path on SageMaker: it
+	// stays inside the workspace, never a host directory the caller picks.
 	hs := hosts(t, 1)
-	ro := filepath.Join(t.TempDir(), "ro")
-	os.MkdirAll(ro, 0o555)
-	if os.Getuid() == 0 {
-		t.Skip("root can write anywhere")
-	}
-	ck, err = st.Checkpoints(ctx, staging.CheckpointConfig{S3Uri: "s3://bkt/x", LocalPath: filepath.Join(ro, "ck")}, hs)
+	outside := filepath.Join(t.TempDir(), "host-dir")
+	ck, err = st.Checkpoints(ctx, staging.CheckpointConfig{S3Uri: "s3://bkt/x", LocalPath: outside}, hs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := ck.Dirs(); len(d) != 1 || d[0] != hs[0].Tree.CheckpointDir() {
 		t.Errorf("dirs %v", d)
 	}
-	if !strings.Contains(n.text(0), "is not writable") {
+	if _, err := os.Stat(outside); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the host path was created: %v", err)
+	}
+	if !strings.Contains(n.text(0), "is a path inside the training container; on sagebox it is "+hs[0].Tree.CheckpointDir()) {
 		t.Errorf("notes: %s", n.text(0))
+	}
+	// A path under /opt/ml maps into the tree.
+	ck, err = st.Checkpoints(ctx, staging.CheckpointConfig{S3Uri: "s3://bkt/x", LocalPath: "/opt/ml/ckpt"}, hs)
+	if err != nil || len(ck.Dirs()) != 1 || ck.Dirs()[0] != filepath.Join(hs[0].Tree.Root, "ckpt") {
+		t.Errorf("/opt/ml/ckpt: %v %v", ck.Dirs(), err)
+	}
+}
+
+// TestLocalPathsPolicy: file:// channels, source directories and output
+// paths are refused where the server allows none, and outside the allowed
+// roots (symlinks resolved) where it names some.
+func TestLocalPathsPolicy(t *testing.T) {
+	ctx := context.Background()
+	allowed := t.TempDir()
+	other := t.TempDir()
+	os.MkdirAll(filepath.Join(allowed, "code"), 0o755)
+	os.MkdirAll(filepath.Join(allowed, "data", "sub"), 0o755)
+	os.MkdirAll(filepath.Join(allowed, "leaky"), 0o755)
+	os.WriteFile(filepath.Join(allowed, "code", "train.py"), []byte("print(1)"), 0o644)
+	os.WriteFile(filepath.Join(allowed, "data", "sub", "rows.csv"), []byte("1,2"), 0o644)
+	os.Symlink(".", filepath.Join(allowed, "code", "loop")) // a cycle inside the root
+	os.WriteFile(filepath.Join(other, "secret.txt"), []byte("x"), 0o644)
+	os.Symlink(other, filepath.Join(allowed, "link-out"))
+	os.Symlink(filepath.Join(other, "secret.txt"), filepath.Join(allowed, "leaky", "secret.txt"))
+	os.WriteFile(filepath.Join(allowed, "leaky", "train.py"), []byte("print(1)"), 0o644)
+	roots := staging.LocalPaths{Roots: []string{allowed}}
+	deny := staging.LocalPaths{Deny: true, Why: "it listens on 0.0.0.0:7070"}
+	tree := func() staging.Tree {
+		tr := staging.Tree{Root: filepath.Join(t.TempDir(), "algo-1")}
+		os.MkdirAll(tr.CodeDir(), 0o755)
+		return tr
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  staging.LocalPaths
+		run     func(st *staging.Stager) error
+		wantErr string
+	}{
+		{"channel under a root", roots, func(st *staging.Stager) error {
+			_, err := st.PlanChannel(ctx, staging.Channel{Name: "train", URI: "file://" + filepath.Join(allowed, "data")})
+			return err
+		}, ""},
+		{"channel with a file linked from outside", roots, func(st *staging.Stager) error {
+			_, err := st.PlanChannel(ctx, staging.Channel{Name: "train", URI: "file://" + filepath.Join(allowed, "leaky")})
+			return err
+		}, "is a symlink to " + filepath.Join(other, "secret.txt") + " is outside the directories this server allows"},
+		{"channel outside the roots", roots, func(st *staging.Stager) error {
+			_, err := st.PlanChannel(ctx, staging.Channel{Name: "train", URI: "file://" + other})
+			return err
+		}, `ClientError: channel "train" file://` + other + ` is outside the directories this server allows (--allow-local-paths ` + allowed + `)`},
+		{"channel through a symlink out of a root", roots, func(st *staging.Stager) error {
+			_, err := st.PlanChannel(ctx, staging.Channel{Name: "train", URI: "file://" + filepath.Join(allowed, "link-out")})
+			return err
+		}, "is outside the directories this server allows"},
+		{"channel on a server that allows none", deny, func(st *staging.Stager) error {
+			_, err := st.PlanChannel(ctx, staging.Channel{Name: "train", URI: "file://" + allowed})
+			return err
+		}, `ClientError: channel "train" file://` + allowed + `: this server does not allow paths on its machine (it listens on 0.0.0.0:7070); use an s3:// URI, or ask its operator to allow the directory with --allow-local-paths`},
+		{"source directory outside the roots", roots, func(st *staging.Stager) error {
+			return st.StageSourceDir(ctx, "file://"+other, "secret.txt", tree())
+		}, "ClientError: sagemaker_submit_directory " + other + " is outside the directories this server allows"},
+		{"source directory under a root, with a link cycle", roots, func(st *staging.Stager) error {
+			return st.StageSourceDir(ctx, "file://"+filepath.Join(allowed, "code"), "train.py", tree())
+		}, ""},
+		{"source directory with a link out of the root", roots, func(st *staging.Stager) error {
+			return st.StageSourceDir(ctx, "file://"+allowed, "code/train.py", tree())
+		}, "a symlink leads to " + other},
+		{"output path where none is allowed", deny, func(st *staging.Stager) error {
+			_, err := st.UploadArtifacts(ctx, staging.Output{Path: "file://" + filepath.Join(other, "out"), Job: "j"}, []staging.Tree{tree()})
+			return err
+		}, "ClientError: S3OutputPath " + filepath.Join(other, "out") + ": this server does not allow paths on its machine"},
+		{"output path not yet created, under a root", roots, func(st *staging.Stager) error {
+			_, err := st.UploadArtifacts(ctx, staging.Output{Path: "file://" + filepath.Join(allowed, "new", "out"), Job: "j"}, []staging.Tree{tree()})
+			return err
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &staging.Stager{Objects: newMem("bkt"), LocalPaths: tc.policy}
+			err := tc.run(st)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("got %v\nwant %s", err, tc.wantErr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(other, "out")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused output path was written: %v", err)
 	}
 }
 

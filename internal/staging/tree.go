@@ -41,6 +41,12 @@ func (t Tree) MapOptML(p string) string {
 	return p
 }
 
+// Contains reports whether p lies inside the tree.
+func (t Tree) Contains(p string) bool {
+	p = filepath.Clean(p)
+	return p == t.Root || strings.HasPrefix(p, t.Root+string(filepath.Separator))
+}
+
 // Host is one host of the job as staging sees it.
 type Host struct {
 	// Index is the host's place in the cluster (algo-1 is 0); it picks
