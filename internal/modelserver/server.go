@@ -10,7 +10,9 @@
 // model.
 //
 // A Server is used either by `sagebox model-server` or embedded in-process
-// by an endpoint: New, then serve Handler, then Start, then Shutdown.
+// by an endpoint: New, then serve HTTPServer, then Start, then Shutdown. It
+// never changes process-wide state (GOMAXPROCS, scheduling policy): that is
+// the command's to do, and workers inherit whatever their process has.
 package modelserver
 
 import (
@@ -277,19 +279,6 @@ func (s *Server) prepare(ctx context.Context) error {
 		return fmt.Errorf("create socket dir: %w", err)
 	}
 	s.workerCount = n
-	if procs := goProcs(cfg.GoProcs, runtime.NumCPU(), gpus); procs > 0 && os.Getenv("GOMAXPROCS") == "" {
-		if was := runtime.GOMAXPROCS(procs); was != procs {
-			s.logger.Info("sizing the Go scheduler to leave the CPUs to the workers", "gomaxprocs", procs, "was", was)
-		}
-	}
-	if cfg.BatchScheduling {
-		// Before the workers start, so that they inherit the policy.
-		if moved, err := batchScheduling(); err != nil {
-			s.logger.Warn("could not move the model server to SCHED_BATCH; running under the default policy", "error", err)
-		} else if moved > 0 {
-			s.logger.Info("scheduling the front end and the workers as batch work (SCHED_BATCH)", "threads", moved)
-		}
-	}
 	s.mu.Lock()
 	for i := range n {
 		gpu := -1
