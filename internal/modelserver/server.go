@@ -32,8 +32,6 @@ import (
 	"github.com/sagebox/sagebox/internal/archive"
 	"github.com/sagebox/sagebox/internal/batch"
 	"github.com/sagebox/sagebox/internal/pyruntime"
-	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
 // pipelineDepth is how many waiting requests a worker takes at once when
@@ -71,8 +69,6 @@ type Server struct {
 	// RESULT frame read from a worker, a batch of such answers plus framing.
 	answerLimit      int64
 	resultFrameLimit int
-
-	metricsHTTP fasthttp.RequestHandler // the metrics handler on the inference port
 
 	// Set by Start before workers run; read-only afterwards.
 	modelDir    string
@@ -134,7 +130,6 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		func() float64 { return float64(s.queue.Len()) },
 		func() float64 { return float64(s.loaded.Load()) },
 		cfg.BatchSize)
-	s.metricsHTTP = fasthttpadaptor.NewFastHTTPHandler(s.metrics.handler())
 	s.calls.New = func() any { return newCall() }
 	return s, nil
 }
