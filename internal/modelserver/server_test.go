@@ -571,22 +571,37 @@ func TestShutdownGraceExpires(t *testing.T) {
 // waiting behind it is served.
 func TestClientGoneBeforeAWorkerTookItIsDropped(t *testing.T) {
 	ts := startTestServer(t, testOptions{})
+	gate := filepath.Join(t.TempDir(), "go")
 	busy := make(chan response, 1)
-	go func() { busy <- ts.invoke(t, "sleep:400ms") }()
+	go func() { busy <- ts.invoke(t, "wait:"+gate) }()
 	eventually(t, "worker busy", func() bool { return ts.pending.Load() == 1 && ts.queue.Len() == 0 })
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/invocations", strings.NewReader("gone"))
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-	}()
+
+	client, err := net.Dial("tcp", strings.TrimPrefix(ts.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := io.WriteString(client, "POST /invocations HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\ngone"); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "queued", func() bool { return ts.queue.Len() == 1 })
+	queuedBy := time.Now()
 	kept := make(chan response, 1)
 	go func() { kept <- ts.invoke(t, "kept") }()
 	eventually(t, "both queued", func() bool { return ts.queue.Len() == 2 })
-	cancel()
+
+	// Hang up, and let the worker go only once the server's end of the
+	// connection sees it and the request has waited long enough to be
+	// checked.
+	client.Close()
+	eventually(t, "the hang-up reached the server", func() bool {
+		sc, ok := ts.http.serverConn(client.LocalAddr().String()).(syscall.Conn)
+		return ok && clientGone(sc)
+	})
+	time.Sleep(time.Until(queuedBy.Add(abandonCheckAfter)))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	if r := <-busy; r.code != 200 {
 		t.Fatalf("busy request: %d %s", r.code, r.body)
@@ -594,14 +609,16 @@ func TestClientGoneBeforeAWorkerTookItIsDropped(t *testing.T) {
 	if r := <-kept; r.code != 200 || r.body != "kept" {
 		t.Fatalf("request of a client that stayed: %d %s", r.code, r.body)
 	}
-	eventually(t, "nothing pending", func() bool { return ts.pending.Load() == 0 && ts.queue.Len() == 0 })
+	// Queued first, the abandoned request would have run before "kept".
 	b, _ := os.ReadFile(filepath.Join(ts.state, "batches.log"))
 	if n := strings.Count(string(b), "\n"); n != 2 {
 		t.Errorf("the worker ran %d batches, want 2 (the abandoned request must not reach it)", n)
 	}
-	if !strings.Contains(ts.logText(), "the client closed the connection after waiting") {
-		t.Errorf("the drop is not logged:\n%s", ts.logText())
-	}
+	// The drop is logged after the request leaves the queue and pending.
+	eventually(t, "the drop logged", func() bool {
+		return strings.Contains(ts.logText(), "the client closed the connection after waiting")
+	})
+	eventually(t, "nothing pending", func() bool { return ts.pending.Load() == 0 && ts.queue.Len() == 0 })
 	if r := ts.invoke(t, "after"); r.code != 200 {
 		t.Fatalf("next request: %d %s", r.code, r.body)
 	}
