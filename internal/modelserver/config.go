@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -90,6 +91,10 @@ type Config struct {
 	// pipelineQuick overrides the constant of that name (tests that need
 	// slow requests taken together); zero keeps it.
 	pipelineQuick time.Duration
+	// restartWait waits out a worker's restart backoff, reporting false
+	// when ctx ended first; nil means a timer (sleepCtx). Tests record the
+	// delays instead of sleeping them.
+	restartWait func(ctx context.Context, d time.Duration) bool
 }
 
 // DefaultConfig returns a Config with every default applied.

@@ -70,6 +70,8 @@ type Server struct {
 	answerLimit      int64
 	resultFrameLimit int
 
+	restartWait func(ctx context.Context, d time.Duration) bool // Config.restartWait or sleepCtx
+
 	// Set by Start before workers run; read-only afterwards.
 	modelDir    string
 	python      string
@@ -131,6 +133,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		func() float64 { return float64(s.loaded.Load()) },
 		cfg.BatchSize)
 	s.calls.New = func() any { return newCall() }
+	s.restartWait = cfg.restartWait
+	if s.restartWait == nil {
+		s.restartWait = sleepCtx
+	}
 	return s, nil
 }
 

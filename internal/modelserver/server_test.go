@@ -371,10 +371,26 @@ func TestWorkerDiesWhileIdle(t *testing.T) {
 }
 
 func TestLoadFailure(t *testing.T) {
+	// The backoff is recorded rather than slept: five restarts, then the
+	// worker waits until the server stops.
+	var mu sync.Mutex
+	var delays []time.Duration
+	recordBackoff := func(ctx context.Context, d time.Duration) bool {
+		mu.Lock()
+		delays = append(delays, d)
+		n := len(delays)
+		mu.Unlock()
+		if n < 5 {
+			return ctx.Err() == nil
+		}
+		<-ctx.Done()
+		return false
+	}
 	ts := startTestServer(t, testOptions{env: []string{"FAKE_LOAD=fail"}, noWait: true,
 		mutate: func(c *Config) {
 			c.RestartBackoff = 50 * time.Millisecond
 			c.RestartBackoffMax = 200 * time.Millisecond
+			c.restartWait = recordBackoff
 		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -390,12 +406,16 @@ func TestLoadFailure(t *testing.T) {
 	if r.code != 503 || !strings.Contains(r.body, "model.pt not found") {
 		t.Fatalf("invoke: %d %s", r.code, r.body)
 	}
-	// Backoff: 0, 50, 100, 200, 200 ms... about 6 attempts in a second,
-	// not hundreds.
-	time.Sleep(time.Second)
-	n := len(ts.loads(t))
-	if n < 3 || n > 10 {
-		t.Fatalf("%d load attempts in ~1s; backoff not applied", n)
+	// The first restart is immediate, then the delay doubles up to the
+	// maximum; the fifth wait lasts until the server stops, so five loads.
+	eventually(t, "five restarts", func() bool { mu.Lock(); defer mu.Unlock(); return len(delays) == 5 })
+	eventually(t, "five load attempts", func() bool { return len(ts.loads(t)) == 5 })
+	ms := time.Millisecond
+	mu.Lock()
+	got := slices.Clone(delays)
+	mu.Unlock()
+	if want := []time.Duration{0, 50 * ms, 100 * ms, 200 * ms, 200 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("restart delays %v, want %v", got, want)
 	}
 	if !strings.Contains(ts.logText(), "Traceback (most recent call last)") {
 		t.Error("load traceback not logged")
