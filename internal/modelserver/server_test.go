@@ -441,12 +441,14 @@ func TestStartupFailures(t *testing.T) {
 	}{
 		{"exit before connecting", "FAKE_LOAD=exit", "exited with code 1 while connecting; last stderr lines:\nImportError: No module named 'inference'"},
 		{"crash while loading", "FAKE_LOAD=crash", "exited with code 4 while loading the model; last stderr lines:\nSegmentation fault in model_fn"},
-		{"startup timeout", "FAKE_LOAD=hang", "did not finish loading the model within the startup timeout of 300ms (SAGEMAKER_STARTUP_TIMEOUT)"},
+		{"startup timeout", "FAKE_LOAD=hang", "did not finish loading the model within the startup timeout of 2s (SAGEMAKER_STARTUP_TIMEOUT)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Long enough for a worker (this test binary, perhaps built
+			// with -race, on a busy machine) to connect before it hangs.
 			ts := startTestServer(t, testOptions{env: []string{tt.env}, noWait: true,
-				mutate: func(c *Config) { c.StartupTimeout = 300 * time.Millisecond }})
+				mutate: func(c *Config) { c.StartupTimeout = 2 * time.Second }})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := ts.WaitReady(ctx)
