@@ -245,7 +245,13 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	}
 	s3h := s3api.New(objects, s3cfg)
 	query := sts.New(sts.Config{AccountID: o.accountID, Logger: logger})
-	handler := router.New(router.Routes{JSON: cp, S3: s3h, Query: query}, auth, logger)
+	// Runtime stays nil until endpoints exist: InvokeEndpoint answers 501
+	// with a message that says so.
+	health := &serverHealth{dataDir: dataDir}
+	metrics := newServerMetrics()
+	handler := metrics.Instrument(router.New(router.Routes{
+		JSON: cp, S3: s3h, Query: query, Health: health.Check, Metrics: metrics.Handler(),
+	}, auth, logger))
 
 	srv := &http.Server{
 		Handler:           bodytimeout.Handler(handler, o.bodyIdle),
@@ -272,6 +278,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	health.stopping.Store(true)
 	logger.Info("shutting down; running jobs keep running and are re-adopted at the next start")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -179,6 +179,11 @@ func fakeWorkerMain() int {
 				select {}
 			case body == "hang":
 				select {}
+			case strings.HasPrefix(body, "wait:"):
+				// Runs until the file named after the colon exists.
+				for _, err := os.Stat(strings.TrimPrefix(body, "wait:")); err != nil; _, err = os.Stat(strings.TrimPrefix(body, "wait:")) {
+					time.Sleep(2 * time.Millisecond)
+				}
 			case strings.HasPrefix(body, "sleep:"):
 				d, _ := time.ParseDuration(strings.TrimPrefix(body, "sleep:"))
 				time.Sleep(d)

@@ -9,6 +9,3 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
-
-// batchScheduling does nothing: SCHED_BATCH is Linux's.
-func batchScheduling() (int, error) { return 0, nil }

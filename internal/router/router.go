@@ -49,7 +49,7 @@ type clientMessager interface {
 // 404 (or 501 for an API that is not built yet).
 type Routes struct {
 	JSON    http.Handler // SageMaker.* and Logs_20140328.* targets
-	Runtime http.Handler // /endpoints/...
+	Runtime http.Handler // POST /endpoints/<name>/invocations
 	S3      http.Handler
 	Query   http.Handler // AWS Query protocol (STS GetCallerIdentity, IAM GetRole)
 	Health  func() error // nil error → 200
@@ -90,7 +90,7 @@ func Classify(r *http.Request) Service {
 		return ServiceSagebox
 	case r.Header.Get("X-Amz-Target") != "":
 		return ServiceJSON
-	case strings.HasPrefix(r.URL.Path, "/endpoints/") && r.Method == http.MethodPost:
+	case r.Method == http.MethodPost && isInvocationsPath(r.URL.Path):
 		return ServiceRuntime
 	case r.Method == http.MethodPost && r.URL.Path == "/" &&
 		strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
@@ -99,6 +99,36 @@ func Classify(r *http.Request) Service {
 	default:
 		return ServiceS3
 	}
+}
+
+// isInvocationsPath reports whether p is /endpoints/<name>/invocations with
+// a name of one path segment: the only path of sagemaker-runtime's
+// InvokeEndpoint. Any other path under /endpoints/ is a key in an S3 bucket
+// named "endpoints".
+func isInvocationsPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/endpoints/")
+	if !ok {
+		return false
+	}
+	name, ok := strings.CutSuffix(rest, "/invocations")
+	return ok && name != "" && !strings.Contains(name, "/")
+}
+
+// String names the service, as metrics label it.
+func (s Service) String() string {
+	switch s {
+	case ServiceS3:
+		return "s3"
+	case ServiceJSON:
+		return "json"
+	case ServiceRuntime:
+		return "runtime"
+	case ServiceSagebox:
+		return "sagebox"
+	case ServiceQuery:
+		return "query"
+	}
+	return "unknown"
 }
 
 // ServeHTTP dispatches r.

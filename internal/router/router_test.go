@@ -95,7 +95,16 @@ func TestRouting(t *testing.T) {
 		{"sagemaker target", "POST", "/", map[string]string{"X-Amz-Target": "SageMaker.CreateTrainingJob"}, "json"},
 		{"logs target", "POST", "/", map[string]string{"X-Amz-Target": "Logs_20140328.GetLogEvents"}, "json"},
 		{"invoke endpoint", "POST", "/endpoints/my-ep/invocations", nil, "runtime"},
+		{"invoke endpoint, query string", "POST", "/endpoints/my-ep/invocations?x=1", nil, "runtime"},
 		{"bucket named endpoints, GET", "GET", "/endpoints/key", nil, "s3"},
+		{"bucket named endpoints, GET invocations key", "GET", "/endpoints/my-ep/invocations", nil, "s3"},
+		{"bucket named endpoints, PUT invocations key", "PUT", "/endpoints/my-ep/invocations", nil, "s3"},
+		{"bucket named endpoints, PUT", "PUT", "/endpoints/key", nil, "s3"},
+		{"bucket named endpoints, POST object", "POST", "/endpoints/key?uploads", nil, "s3"},
+		{"bucket named endpoints, POST deeper key", "POST", "/endpoints/a/b/invocations", nil, "s3"},
+		{"bucket named endpoints, POST empty name", "POST", "/endpoints//invocations", nil, "s3"},
+		{"bucket named endpoints, POST bucket", "POST", "/endpoints", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "s3"},
+		{"bucket named endpoints, POST delete", "POST", "/endpoints/?delete", nil, "s3"},
 		{"list buckets", "GET", "/", nil, "s3"},
 		{"put object", "PUT", "/bucket/a/b", nil, "s3"},
 		{"metrics", "GET", "/_sagebox/metrics", nil, "metrics"},
@@ -160,5 +169,29 @@ func TestUnknownSageboxRoute(t *testing.T) {
 	rt.ServeHTTP(w, httptest.NewRequest("GET", "/_sagebox/nope", nil))
 	if w.Code != 404 {
 		t.Errorf("got %d", w.Code)
+	}
+}
+
+// Endpoints are not served yet: InvokeEndpoint answers a JSON error that
+// says so, while S3 calls into a bucket named "endpoints" still reach S3.
+func TestRuntimeNotWiredAnswersClearly(t *testing.T) {
+	rt := New(Routes{S3: named("s3")}, nil, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("POST", "/endpoints/my-ep/invocations", strings.NewReader("{}")))
+	if w.Code != http.StatusNotImplemented || !strings.Contains(w.Body.String(), "endpoints are not available") {
+		t.Errorf("invoke with no runtime = %d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("POST", "/endpoints/my-ep?uploads", nil))
+	if w.Body.String() != "s3" {
+		t.Errorf("multipart upload into bucket endpoints routed to %q", w.Body)
+	}
+}
+
+func TestServiceNames(t *testing.T) {
+	for svc, want := range map[Service]string{ServiceS3: "s3", ServiceJSON: "json", ServiceRuntime: "runtime", ServiceSagebox: "sagebox", ServiceQuery: "query"} {
+		if svc.String() != want {
+			t.Errorf("%d.String() = %q, want %q", svc, svc.String(), want)
+		}
 	}
 }

@@ -1,6 +1,8 @@
-package modelserver
+package main
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -43,14 +45,17 @@ func TestBatchSchedulingHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ts := startTestServer(t, testOptions{mutate: func(c *Config) { c.BatchScheduling = true }})
-	if r := ts.invoke(t, "hello"); r.code != 200 {
-		t.Fatalf("invoke: %d %s", r.code, r.body)
+	var logs bytes.Buffer
+	tuning, err := tuningFromEnv(func(k string) string {
+		return map[string]string{"SAGEBOX_SCHED_BATCH": "true", "GOMAXPROCS": "1"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(ts.logText(), "SCHED_BATCH") {
-		t.Errorf("the change is not logged:\n%s", ts.logText())
+	tuning.apply(slog.New(slog.NewTextHandler(&logs, nil)), 0)
+	if !strings.Contains(logs.String(), "SCHED_BATCH") {
+		t.Errorf("the change is not logged:\n%s", logs.String())
 	}
-
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
@@ -63,13 +68,20 @@ func TestBatchSchedulingHelper(t *testing.T) {
 		}
 		checkPolicy(t, "thread "+task.Name(), tid, want)
 	}
-	loads := ts.loads(t)
-	if len(loads) == 0 {
-		t.Fatal("no worker loaded")
-	}
-	for _, l := range loads {
-		checkPolicy(t, "worker "+strconv.Itoa(l.PID), l.PID, unix.SCHED_BATCH)
-	}
+	// A process started afterwards (a worker) inherits the policy, from a
+	// thread other than the idle one.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		child := exec.Command("sleep", "30")
+		if err := child.Start(); err != nil {
+			t.Error(err)
+			return
+		}
+		defer func() { child.Process.Kill(); child.Wait() }()
+		checkPolicy(t, "child "+strconv.Itoa(child.Process.Pid), child.Process.Pid, unix.SCHED_BATCH)
+	}()
+	<-done
 }
 
 // checkPolicy checks a thread's policy, and that its nice value is still
