@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sagebox/sagebox/internal/pyruntime"
+	"github.com/sagebox/sagebox/internal/pyvalue"
 )
 
 // hostInfo is what differs between the hosts of one job.
@@ -159,105 +160,107 @@ func (s *jobSpec) smVars(h hostInfo, cf configFiles, p platformEnv, frameworkMod
 		"module_name", "module_dir", "log_level", "framework_module", "resource_config",
 		"input_data_config",
 	} {
-		v, _ := te.get(k)
-		out["SM_"+strings.ToUpper(k)] = v.envString()
+		v, _ := te.Get(k)
+		out["SM_"+strings.ToUpper(k)] = v.EnvString()
 	}
-	chans, _ := te.get("channel_input_dirs")
-	names := append([]string(nil), chans.keys...)
+	chans, _ := te.Get("channel_input_dirs")
+	names := chans.Keys()
 	sort.Strings(names)
-	out["SM_CHANNELS"] = pyStrings(names).jsonDumps()
-	for i, c := range chans.keys {
-		out["SM_CHANNEL_"+strings.ToUpper(c)] = chans.vals[i].envString()
+	out["SM_CHANNELS"] = pyvalue.Strings(names).JSONDumps()
+	chanDirs := chans.Values()
+	for i, c := range chans.Keys() {
+		out["SM_CHANNEL_"+strings.ToUpper(c)] = chanDirs[i].EnvString()
 	}
-	out["SM_HPS"] = s.userHPs.jsonDumps()
-	for i, k := range s.userHPs.keys {
-		out["SM_HP_"+strings.ToUpper(k)] = s.userHPs.vals[i].envString()
+	out["SM_HPS"] = s.userHPs.JSONDumps()
+	hpVals := s.userHPs.Values()
+	for i, k := range s.userHPs.Keys() {
+		out["SM_HP_"+strings.ToUpper(k)] = hpVals[i].EnvString()
 	}
-	out["SM_USER_ARGS"] = pyStrings(toCmdArgs(s.userHPs)).jsonDumps()
-	out["SM_FRAMEWORK_PARAMS"] = s.framework.jsonDumps()
-	out["SM_TRAINING_ENV"] = te.jsonDumps()
+	out["SM_USER_ARGS"] = pyvalue.Strings(toCmdArgs(s.userHPs)).JSONDumps()
+	out["SM_FRAMEWORK_PARAMS"] = s.framework.JSONDumps()
+	out["SM_TRAINING_ENV"] = te.JSONDumps()
 	return out
 }
 
 // trainingEnv is SM_TRAINING_ENV: every property of the toolkit's
 // Environment object.
-func (s *jobSpec) trainingEnv(h hostInfo, cf configFiles, p platformEnv, frameworkModule string) pyValue {
+func (s *jobSpec) trainingEnv(h hostInfo, cf configFiles, p platformEnv, frameworkModule string) pyvalue.Value {
 	ws := h.ws
-	hosts := pyStrings(s.hosts)
-	distHosts, distGroups := pyL(), pyL()
+	hosts := pyvalue.Strings(s.hosts)
+	distHosts, distGroups := pyvalue.List(), pyvalue.List()
 	if s.distributed {
-		distHosts, distGroups = hosts, pyStrings([]string{instanceGroupName})
+		distHosts, distGroups = hosts, pyvalue.Strings([]string{instanceGroupName})
 	}
-	if v, ok := s.hps.get("sagemaker_distribution_instance_groups"); ok && v.kind == pyList {
+	if v, ok := s.hps.Get("sagemaker_distribution_instance_groups"); ok && v.Kind() == pyvalue.KindList {
 		distGroups = v
-		if len(v.list) > 0 {
+		if len(v.Elems()) > 0 {
 			distHosts = hosts
 		}
 	}
 	master := s.hosts[0]
-	if len(distHosts.list) > 0 {
-		master = distHosts.list[0].s
+	if dh := distHosts.Elems(); len(dh) > 0 {
+		master = dh[0].Str()
 	}
-	chans := map[string]pyValue{}
+	chans := map[string]pyvalue.Value{}
 	for _, c := range s.channels {
-		chans[c.name] = pyS(ws.channelDir(c.name))
+		chans[c.name] = pyvalue.Str(ws.channelDir(c.name))
 	}
 	moduleDir := s.submitDir
 	if moduleDir == "" {
 		moduleDir = ws.codeDir()
 	}
-	fm := pyNull()
+	fm := pyvalue.None()
 	if frameworkModule != "" {
-		fm = pyS(frameworkModule)
+		fm = pyvalue.Str(frameworkModule)
 	}
-	parse := func(b []byte) pyValue {
-		v, err := parsePyJSON(string(b))
+	parse := func(b []byte) pyvalue.Value {
+		v, err := pyvalue.ParseJSON(string(b))
 		if err != nil {
-			return pyValue{kind: pyDict}
+			return pyvalue.NewDict()
 		}
 		return v
 	}
-	return pyDictOf(map[string]pyValue{
+	return pyvalue.DictOf(map[string]pyvalue.Value{
 		"additional_framework_parameters": s.framework,
-		"channel_input_dirs":              pyDictOf(chans),
-		"current_host":                    pyS(h.name),
-		"current_instance_group":          pyS(instanceGroupName),
+		"channel_input_dirs":              pyvalue.DictOf(chans),
+		"current_host":                    pyvalue.Str(h.name),
+		"current_instance_group":          pyvalue.Str(instanceGroupName),
 		"current_instance_group_hosts":    hosts,
-		"current_instance_type":           pyS(s.instanceType),
+		"current_instance_type":           pyvalue.Str(s.instanceType),
 		"distribution_hosts":              distHosts,
 		"distribution_instance_groups":    distGroups,
 		"framework_module":                fm,
 		"hosts":                           hosts,
 		"hyperparameters":                 s.userHPs,
-		"input_config_dir":                pyS(ws.configDir()),
+		"input_config_dir":                pyvalue.Str(ws.configDir()),
 		"input_data_config":               parse(cf.inputData),
-		"input_dir":                       pyS(ws.inputDir()),
-		"instance_groups":                 pyStrings([]string{instanceGroupName}),
-		"instance_groups_dict": pyDictOf(map[string]pyValue{instanceGroupName: pyDictOf(map[string]pyValue{
+		"input_dir":                       pyvalue.Str(ws.inputDir()),
+		"instance_groups":                 pyvalue.Strings([]string{instanceGroupName}),
+		"instance_groups_dict": pyvalue.DictOf(map[string]pyvalue.Value{instanceGroupName: pyvalue.DictOf(map[string]pyvalue.Value{
 			"hosts":               hosts,
-			"instance_group_name": pyS(instanceGroupName),
-			"instance_type":       pyS(s.instanceType),
+			"instance_group_name": pyvalue.Str(instanceGroupName),
+			"instance_type":       pyvalue.Str(s.instanceType),
 		})}),
-		"is_hetero":                pyB(false),
-		"is_master":                pyB(h.name == master),
-		"is_modelparallel_enabled": pyB(s.modelPar),
-		"is_smddpmprun_installed":  pyB(false),
-		"is_smddprun_installed":    pyB(false),
-		"job_name":                 pyS(s.name),
+		"is_hetero":                pyvalue.Bool(false),
+		"is_master":                pyvalue.Bool(h.name == master),
+		"is_modelparallel_enabled": pyvalue.Bool(s.modelPar),
+		"is_smddpmprun_installed":  pyvalue.Bool(false),
+		"is_smddprun_installed":    pyvalue.Bool(false),
+		"job_name":                 pyvalue.Str(s.name),
 		"log_level":                s.logLevel,
-		"master_hostname":          pyS(master),
-		"model_dir":                pyS(ws.modelDir()),
-		"module_dir":               pyS(moduleDir),
-		"module_name":              pyS(s.moduleName),
-		"network_interface_name":   pyS(networkInterfaceName),
-		"num_cpus":                 pyI(p.numCPUs),
-		"num_gpus":                 pyI(h.numGPUs),
-		"num_neurons":              pyI(0),
-		"output_data_dir":          pyS(ws.outputDataDir()),
-		"output_dir":               pyS(ws.outputDir()),
-		"output_intermediate_dir":  pyS(ws.intermediateDir()),
+		"master_hostname":          pyvalue.Str(master),
+		"model_dir":                pyvalue.Str(ws.modelDir()),
+		"module_dir":               pyvalue.Str(moduleDir),
+		"module_name":              pyvalue.Str(s.moduleName),
+		"network_interface_name":   pyvalue.Str(networkInterfaceName),
+		"num_cpus":                 pyvalue.Int(p.numCPUs),
+		"num_gpus":                 pyvalue.Int(h.numGPUs),
+		"num_neurons":              pyvalue.Int(0),
+		"output_data_dir":          pyvalue.Str(ws.outputDataDir()),
+		"output_dir":               pyvalue.Str(ws.outputDir()),
+		"output_intermediate_dir":  pyvalue.Str(ws.intermediateDir()),
 		"resource_config":          parse(cf.resource),
-		"topology":                 pyNull(),
-		"user_entry_point":         pyS(s.entry),
+		"topology":                 pyvalue.None(),
+		"user_entry_point":         pyvalue.Str(s.entry),
 	})
 }

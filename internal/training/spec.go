@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/pyvalue"
 	"github.com/sagebox/sagebox/internal/staging"
 )
 
@@ -47,13 +48,13 @@ const (
 type jobSpec struct {
 	name, arn    string
 	rawHPs       map[string]string
-	hps          pyValue // every hyperparameter, decoded (dict, sorted keys)
-	userHPs      pyValue // without sagemaker_* and reserved names
-	framework    pyValue // sagemaker_* that are not reserved
-	entry        string  // user_entry_point
+	hps          pyvalue.Value // every hyperparameter, decoded (dict, sorted keys)
+	userHPs      pyvalue.Value // without sagemaker_* and reserved names
+	framework    pyvalue.Value // sagemaker_* that are not reserved
+	entry        string        // user_entry_point
 	moduleName   string
 	submitDir    string
-	logLevel     pyValue
+	logLevel     pyvalue.Value
 	sagemakerJob string
 	region       string
 	dist         distKind
@@ -98,49 +99,49 @@ func newJobSpec(job *sagebox.TrainingJob, region string) (*jobSpec, error) {
 		instanceType: "local",
 		region:       region,
 	}
-	s.hps = pyValue{kind: pyDict}
-	s.userHPs = pyValue{kind: pyDict}
-	s.framework = pyValue{kind: pyDict}
+	s.hps = pyvalue.NewDict()
+	s.userHPs = pyvalue.NewDict()
+	s.framework = pyvalue.NewDict()
 	keys := make([]string, 0, len(job.HyperParameters))
 	for k := range job.HyperParameters {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v := decodeHyperparameter(job.HyperParameters[k])
-		s.hps.set(k, v)
+		v := pyvalue.Decode(job.HyperParameters[k])
+		s.hps.Set(k, v)
 		switch {
 		case isReserved(k):
 		case strings.HasPrefix(k, "sagemaker_"):
-			s.framework.set(k, v)
+			s.framework.Set(k, v)
 		default:
-			s.userHPs.set(k, v)
+			s.userHPs.Set(k, v)
 		}
 	}
-	hp := func(k string) (pyValue, bool) { return s.hps.get(k) }
+	hp := func(k string) (pyvalue.Value, bool) { return s.hps.Get(k) }
 
 	if p := job.Environment["SAGEMAKER_PROGRAM"]; p != "" {
 		s.entry = p
 	} else if v, ok := hp("sagemaker_program"); ok {
-		s.entry = v.pyStr()
+		s.entry = v.Str()
 	}
 	if s.entry == "" {
 		return nil, clientErrorf("no entry point: set the sagemaker_program hyperparameter (the SDK's entry_point) or the SAGEMAKER_PROGRAM environment variable")
 	}
 	s.moduleName = strings.ReplaceAll(s.entry, ".py", "")
 	if v, ok := hp("sagemaker_submit_directory"); ok {
-		s.submitDir = v.pyStr()
+		s.submitDir = v.Str()
 	}
-	s.logLevel = pyI(defaultLogLevel)
+	s.logLevel = pyvalue.Int(defaultLogLevel)
 	if v, ok := hp("sagemaker_container_log_level"); ok {
 		s.logLevel = v
 	}
 	s.sagemakerJob = s.name
 	if v, ok := hp("sagemaker_job_name"); ok {
-		s.sagemakerJob = v.pyStr()
+		s.sagemakerJob = v.Str()
 	}
-	if v, ok := hp("sagemaker_region"); ok && v.pyStr() != "" {
-		s.region = v.pyStr()
+	if v, ok := hp("sagemaker_region"); ok && v.Str() != "" {
+		s.region = v.Str()
 	}
 	s.decodeDistribution()
 
@@ -192,7 +193,7 @@ func newJobSpec(job *sagebox.TrainingJob, region string) (*jobSpec, error) {
 // decodeDistribution picks the launcher the way PTK training.py does:
 // mpi > pytorch_ddp > torch_distributed > smdistributed dataparallel.
 func (s *jobSpec) decodeDistribution() {
-	flag := func(k string) bool { v, ok := s.hps.get(k); return ok && v.truthy() }
+	flag := func(k string) bool { v, ok := s.hps.Get(k); return ok && v.Truthy() }
 	switch {
 	case flag("sagemaker_mpi_enabled"):
 		s.dist, s.distName = distMPI, "mpi"
@@ -204,17 +205,17 @@ func (s *jobSpec) decodeDistribution() {
 		s.dist, s.distName = distMPI, "smdistributed dataparallel"
 	}
 	s.distributed = s.dist != distNone || flag("sagemaker_pytorch_xla_multi_worker_enabled")
-	if v, ok := s.hps.get("sagemaker_mpi_num_of_processes_per_host"); ok {
-		if n, err := strconv.Atoi(v.pyStr()); err == nil && n > 0 {
+	if v, ok := s.hps.Get("sagemaker_mpi_num_of_processes_per_host"); ok {
+		if n, err := strconv.Atoi(v.Str()); err == nil && n > 0 {
 			s.procsPerHost = n
 		}
 	}
 	for _, k := range []string{"sagemaker_mpi_custom_mpi_options", "sagemaker_distributed_dataparallel_custom_mpi_options"} {
-		if v, ok := s.hps.get(k); ok && v.pyStr() != "" {
-			s.mpiOptions = v.pyStr()
+		if v, ok := s.hps.Get(k); ok && v.Str() != "" {
+			s.mpiOptions = v.Str()
 		}
 	}
-	_, hasMP := s.hps.get("mp_parameters")
+	_, hasMP := s.hps.Get("mp_parameters")
 	s.modelPar = flag("sagemaker_mpi_enabled") && hasMP
 }
 
