@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // metricMatcher applies a job's MetricDefinitions to log lines. As on
 // SageMaker the value is the first capture group (the whole match when the
 // regex has none), parsed as a float.
-type metricMatcher struct {
+type MetricMatcher struct {
 	defs []compiledMetric
 }
 
@@ -28,8 +28,8 @@ type compiledMetric struct {
 // of Python syntax that differ cheaply: (?P<name>...) and (?<name>...) work
 // as they are; \Z becomes \z. Definitions that still do not compile
 // (lookarounds, backreferences) are skipped and reported in bad.
-func compileMetrics(defs []sagebox.MetricDefinition) (m *metricMatcher, bad []string) {
-	m = &metricMatcher{}
+func CompileMetrics(defs []sagebox.MetricDefinition) (m *MetricMatcher, bad []string) {
+	m = &MetricMatcher{}
 	for _, d := range defs {
 		re, err := regexp.Compile(translatePythonRegex(d.Regex))
 		if err != nil {
@@ -60,7 +60,7 @@ func translatePythonRegex(s string) string {
 }
 
 // match returns the metric values found in line.
-func (m *metricMatcher) match(line string, ts time.Time) []sagebox.MetricPoint {
+func (m *MetricMatcher) Match(line string, ts time.Time) []sagebox.MetricPoint {
 	var out []sagebox.MetricPoint
 	for _, d := range m.defs {
 		sub := d.re.FindStringSubmatch(line)
@@ -96,14 +96,14 @@ func parsePythonFloat(s string) (float64, bool) {
 }
 
 // finalMetric is the last value of one metric on one host.
-type finalMetric struct {
+type FinalMetric struct {
 	Value  float64 `json:"value"`
 	TimeMS int64   `json:"time_ms"`
 }
 
 // finalMetricData merges the hosts' last values: per metric, the latest.
-func finalMetricData(hosts []map[string]finalMetric) []sagebox.MetricData {
-	last := map[string]finalMetric{}
+func FinalMetricData(hosts []map[string]FinalMetric) []sagebox.MetricData {
+	last := map[string]FinalMetric{}
 	for _, h := range hosts {
 		for name, v := range h {
 			if old, ok := last[name]; !ok || v.TimeMS >= old.TimeMS {

@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"github.com/sagebox/sagebox/internal/pyvalue"
@@ -71,7 +71,7 @@ func shellQuote(s string) string {
 }
 
 // shellJoin is shlex.join: each argument quoted, separated by spaces.
-func shellJoin(args []string) string {
+func ShellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = shellQuote(a)

@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"errors"
@@ -36,13 +36,13 @@ const maxFailureText = sagebox.MaxFailureReason
 const maxErrorMessage = 700
 
 // algorithmError is the FailureReason for a failure file's text.
-func algorithmError(failureText string) string {
+func AlgorithmError(failureText string) string {
 	return "AlgorithmError: " + sagebox.TruncateRunes(strings.ToValidUTF8(failureText, "\uFFFD"), maxFailureText)
 }
 
 // readFailureFile returns the content of output/failure, if there is one.
-func readFailureFile(ws workspace) (string, bool) {
-	b, err := os.ReadFile(ws.failureFile())
+func ReadFailureFile(ws Workspace) (string, bool) {
+	b, err := os.ReadFile(ws.FailureFile())
 	if err != nil {
 		return "", false
 	}
@@ -51,13 +51,13 @@ func readFailureFile(ws workspace) (string, bool) {
 
 // writeFailureFile writes text to output/failure unless the script already
 // wrote one (the toolkit's behaviour), and returns the file's content.
-func writeFailureFile(ws workspace, text string) (string, error) {
-	if own, ok := readFailureFile(ws); ok {
+func WriteFailureFile(ws Workspace, text string) (string, error) {
+	if own, ok := ReadFailureFile(ws); ok {
 		return own, nil
 	}
-	f, err := os.OpenFile(ws.failureFile(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(ws.FailureFile(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		own, _ := readFailureFile(ws)
+		own, _ := ReadFailureFile(ws)
 		return own, nil
 	}
 	if err != nil {
@@ -73,23 +73,23 @@ func writeFailureFile(ws workspace, text string) (string, error) {
 // executeUserScriptError is the toolkit's text for a user process that
 // exited non-zero. A process killed by a signal reports 128+signal, as the
 // toolkit's shell did; SIGKILL gets its OutOfMemory hint.
-func executeUserScriptError(exit exitStatus, errorMessage string, argv []string) string {
+func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ExecuteUserScriptError:\nExitCode %d\nErrorMessage \"%s\"\n", exit.ExitCode, errorMessage)
-	if exit.Signal == "SIGKILL" || exit.ExitCode == 137 {
+	fmt.Fprintf(&b, "ExecuteUserScriptError:\nExitCode %d\nErrorMessage \"%s\"\n", exitCode, errorMessage)
+	if signal == "SIGKILL" || exitCode == 137 {
 		b.WriteString("ExtraInfo \"OutOfMemory: Process killed by SIGKILL (signal 9)\"\n")
 	}
-	fmt.Fprintf(&b, "Command \"%s\"", shellJoin(argv))
+	fmt.Fprintf(&b, "Command \"%s\"", ShellJoin(argv))
 	return b.String()
 }
 
 // installError is the FailureReason for a failed pip install.
-func installError(kind string, err error, command []string) string {
-	msg := lastLines(err.Error(), 12)
-	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, shellJoin(command)), maxFailureText)
+func InstallError(kind string, err error, command []string) string {
+	msg := LastLines(err.Error(), 12)
+	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, ShellJoin(command)), maxFailureText)
 }
 
-func lastLines(s string, n int) string {
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -101,7 +101,7 @@ func lastLines(s string, n int) string {
 // needs: the last Python traceback (preferring one whose frames are in the
 // user's code), toolkit-style error lines, and the last lines. It is small
 // and persisted with the tail offset, so a re-adopted job still has it.
-type errorCapture struct {
+type ErrorCapture struct {
 	Tail     []string `json:"tail,omitempty"`
 	Cur      []string `json:"cur,omitempty"`      // traceback being read
 	CurDone  int      `json:"cur_done,omitempty"` // lines since the exception line, 0 = not yet
@@ -125,7 +125,7 @@ var launcherPrefix = regexp.MustCompile(`^\[[^\]]{1,40}\](<std\w+>)?:`)
 
 var errorName = regexp.MustCompile(`[A-Za-z]*(Error|Exception)\b`)
 
-func (c errorCapture) clone() errorCapture {
+func (c ErrorCapture) Clone() ErrorCapture {
 	cp := func(s []string) []string {
 		if s == nil {
 			return nil
@@ -136,7 +136,7 @@ func (c errorCapture) clone() errorCapture {
 	return c
 }
 
-func (c *errorCapture) add(line, codeDir string) {
+func (c *ErrorCapture) Add(line, codeDir string) {
 	tag := launcherPrefix.FindString(line)
 	line = line[len(tag):]
 	if c.Cur != nil && tag != c.CurTag {
@@ -175,7 +175,7 @@ func (c *errorCapture) add(line, codeDir string) {
 	}
 }
 
-func (c *errorCapture) closeTraceback(codeDir string) {
+func (c *ErrorCapture) closeTraceback(codeDir string) {
 	if c.Cur == nil {
 		return
 	}
@@ -208,7 +208,7 @@ func appendCapped(lines []string, line string, max int) []string {
 // message builds the ErrorMessage for a failed process: the chosen
 // traceback's last frame and exception, else the toolkit-style error
 // lines, else the last lines of output.
-func (c errorCapture) message(codeDir string) string {
+func (c ErrorCapture) Message(codeDir string) string {
 	c.closeTraceback(codeDir)
 	tb := c.User
 	if tb == nil {

@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"github.com/sagebox/sagebox/internal/pyvalue"
@@ -68,16 +68,16 @@ func TestToCmdArgsReferenceExample(t *testing.T) {
 		"epochs": "10", "lr": "0.001", "use-cuda": "true", "opt": `"adam"`,
 		"layers": "[64, 32]", "cfg": `{"b": 2, "a": "x"}`, "x": "null", "b": "false",
 	}
-	spec, err := newJobSpec(jobWithHPs(hps), "us-east-1")
+	spec, err := NewSpec(jobWithHPs(hps), "us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := toCmdArgs(spec.userHPs)
+	got := toCmdArgs(spec.UserHyperParameters)
 	want := []string{"-b", "False", "--cfg", "a=x,b=2", "--epochs", "10", "--layers", "[64, 32]", "--lr", "0.001", "--opt", "adam", "--use-cuda", "True", "-x", ""}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		t.Fatalf("argv = %q\nwant   %q", got, want)
 	}
-	if s := shellJoin(got); s != "-b False --cfg a=x,b=2 --epochs 10 --layers '[64, 32]' --lr 0.001 --opt adam --use-cuda True -x ''" {
+	if s := ShellJoin(got); s != "-b False --cfg a=x,b=2 --epochs 10 --layers '[64, 32]' --lr 0.001 --opt adam --use-cuda True -x ''" {
 		t.Errorf("shell form = %s", s)
 	}
 }
