@@ -26,7 +26,6 @@ import (
 type Kind uint8
 
 // The kinds json.loads produces.
-
 const (
 	KindNone Kind = iota
 	KindBool

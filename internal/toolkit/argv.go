@@ -70,7 +70,7 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
-// shellJoin is shlex.join: each argument quoted, separated by spaces.
+// ShellJoin is shlex.join: each argument quoted, separated by spaces.
 func ShellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {

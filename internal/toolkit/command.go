@@ -11,17 +11,20 @@ import (
 	"strings"
 )
 
-// entryKind is the toolkit's entry point type (TK _entry_point_type.py),
+// EntryKind is the toolkit's entry point type (TK _entry_point_type.py),
 // checked in this order: a .sh name is a command; a setup.py in code/ makes
 // a package; a .py name is a program; anything else is a command.
 type EntryKind uint8
 
+// The entry point kinds.
 const (
 	EntryProgram EntryKind = iota // python <entry> args
 	EntryPackage                  // pip install . ; python -m <module> args
 	EntryCommand                  // /bin/sh -c "./<entry> <quoted args>"
 )
 
+// EntryKindOf is the kind of entry point entry, with the user's code in
+// codeDir.
 func EntryKindOf(entry, codeDir string) EntryKind {
 	switch {
 	case strings.HasSuffix(entry, ".sh"):
@@ -34,7 +37,7 @@ func EntryKindOf(entry, codeDir string) EntryKind {
 	return EntryCommand
 }
 
-// command is the argv of host h's process, without the shim. passive means
+// Command is the argv of host h's process, without the shim. passive means
 // the host runs nothing of its own (an MPI worker: mpirun on algo-1 starts
 // every rank on this machine).
 func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, stateDir string) (argv []string, passive bool, err error) {
@@ -96,7 +99,7 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, st
 	return base, false, nil
 }
 
-// freePort returns 7777 (the toolkit's MASTER_PORT) when it is free on
+// FreePort returns 7777 (the toolkit's MASTER_PORT) when it is free on
 // loopback, else a free port the kernel picks.
 func FreePort() int {
 	for _, addr := range []string{"127.0.0.1:7777", "127.0.0.1:0"} {

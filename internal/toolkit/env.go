@@ -9,9 +9,9 @@ import (
 	"github.com/sagebox/sagebox/internal/pyvalue"
 )
 
-// hostInfo is what differs between the hosts of one job.
+// Host is what differs between the hosts of one job.
 type Host struct {
-	Index     int // 0-based rank in spec.hosts
+	Index     int // 0-based rank in Spec.Hosts
 	Name      string
 	Workspace Workspace
 	NumGPUs   int
@@ -20,7 +20,7 @@ type Host struct {
 	CUDADevices string
 }
 
-// platformEnv is what the runner adds to every host's environment.
+// Platform is what the runner adds to every host's environment.
 type Platform struct {
 	Base         []string // the server's environment, filtered by baseEnv
 	Endpoint     string   // sagebox's URL, for boto3 in scripts
@@ -34,7 +34,7 @@ type Platform struct {
 	HostsFile    string // this host's hosts file for nss_wrapper
 }
 
-// baseEnv filters environ (KEY=VALUE entries) down to what a job (and pip
+// BaseEnv filters environ (KEY=VALUE entries) down to what a job (and pip
 // installing its requirements) inherits: not the server's own AWS
 // credentials and endpoints, no SAGEBOX_* setting of the server
 // (SAGEBOX_CREDENTIALS holds every key pair), and nothing the toolkit or a
@@ -64,7 +64,7 @@ func inherited(k string) bool {
 	return true
 }
 
-// envVars computes the full environment of one host's process, in layers:
+// Env computes the full environment of one host's process, in layers:
 // the inherited environment; the platform's (AWS endpoint and dummy
 // credentials, job name and ARN); the job's Environment; then what the
 // SageMaker training toolkit and the PyTorch container set (every SM_*
@@ -135,7 +135,7 @@ func (s *Spec) Env(h Host, cf ConfigFiles, p Platform) map[string]string {
 	return env
 }
 
-// environList turns env into a sorted KEY=VALUE list for exec.
+// EnvironList turns env into a sorted KEY=VALUE list for exec.
 func EnvironList(env map[string]string) []string {
 	out := make([]string, 0, len(env))
 	for k, v := range env {

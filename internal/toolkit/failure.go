@@ -35,12 +35,12 @@ const maxFailureText = sagebox.MaxFailureReason
 // exception survives the 1024-character cut together with the command.
 const maxErrorMessage = 700
 
-// algorithmError is the FailureReason for a failure file's text.
+// AlgorithmError is the FailureReason for a failure file's text.
 func AlgorithmError(failureText string) string {
 	return "AlgorithmError: " + sagebox.TruncateRunes(strings.ToValidUTF8(failureText, "\uFFFD"), maxFailureText)
 }
 
-// readFailureFile returns the content of output/failure, if there is one.
+// ReadFailureFile returns the content of output/failure, if there is one.
 func ReadFailureFile(ws Workspace) (string, bool) {
 	b, err := os.ReadFile(ws.FailureFile())
 	if err != nil {
@@ -49,7 +49,7 @@ func ReadFailureFile(ws Workspace) (string, bool) {
 	return string(b), true
 }
 
-// writeFailureFile writes text to output/failure unless the script already
+// WriteFailureFile writes text to output/failure unless the script already
 // wrote one (the toolkit's behaviour), and returns the file's content.
 func WriteFailureFile(ws Workspace, text string) (string, error) {
 	if own, ok := ReadFailureFile(ws); ok {
@@ -70,7 +70,7 @@ func WriteFailureFile(ws Workspace, text string) (string, error) {
 	return text, nil
 }
 
-// executeUserScriptError is the toolkit's text for a user process that
+// ExecuteUserScriptError is the toolkit's text for a user process that
 // exited non-zero. A process killed by a signal reports 128+signal, as the
 // toolkit's shell did; SIGKILL gets its OutOfMemory hint.
 func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []string) string {
@@ -83,12 +83,13 @@ func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []st
 	return b.String()
 }
 
-// installError is the FailureReason for a failed pip install.
+// InstallError is the FailureReason for a failed pip install.
 func InstallError(kind string, err error, command []string) string {
 	msg := LastLines(err.Error(), 12)
 	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, ShellJoin(command)), maxFailureText)
 }
 
+// LastLines is the last n lines of s, trimmed.
 func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
@@ -97,7 +98,7 @@ func LastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// errorCapture remembers, from a host's log, what the failure message
+// ErrorCapture remembers, from a host's log, what the failure message
 // needs: the last Python traceback (preferring one whose frames are in the
 // user's code), toolkit-style error lines, and the last lines. It is small
 // and persisted with the tail offset, so a re-adopted job still has it.
@@ -125,6 +126,7 @@ var launcherPrefix = regexp.MustCompile(`^\[[^\]]{1,40}\](<std\w+>)?:`)
 
 var errorName = regexp.MustCompile(`[A-Za-z]*(Error|Exception)\b`)
 
+// Clone is a deep copy of c.
 func (c ErrorCapture) Clone() ErrorCapture {
 	cp := func(s []string) []string {
 		if s == nil {
@@ -136,6 +138,8 @@ func (c ErrorCapture) Clone() ErrorCapture {
 	return c
 }
 
+// Add takes the next line of the log; codeDir is the host's code/
+// directory, where the user's frames are.
 func (c *ErrorCapture) Add(line, codeDir string) {
 	tag := launcherPrefix.FindString(line)
 	line = line[len(tag):]
@@ -205,7 +209,7 @@ func appendCapped(lines []string, line string, max int) []string {
 	return lines
 }
 
-// message builds the ErrorMessage for a failed process: the chosen
+// Message builds the ErrorMessage for a failed process: the chosen
 // traceback's last frame and exception, else the toolkit-style error
 // lines, else the last lines of output.
 func (c ErrorCapture) Message(codeDir string) string {

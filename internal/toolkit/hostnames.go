@@ -28,7 +28,7 @@ var nssWrapperCandidates = []string{
 	"/usr/lib/libnss_wrapper.so",
 }
 
-// findNSSWrapper returns the path of libnss_wrapper.so, or "" when absent.
+// FindNSSWrapper returns the path of libnss_wrapper.so, or "" when absent.
 func FindNSSWrapper() string {
 	for _, p := range nssWrapperCandidates {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
@@ -38,7 +38,7 @@ func FindNSSWrapper() string {
 	return ""
 }
 
-// writeHostsFile writes a hosts file mapping every host name to loopback
+// WriteHostsFile writes a hosts file mapping every host name to loopback
 // and returns its path.
 func WriteHostsFile(dir string, hosts []string) (string, error) {
 	// nss_wrapper's parser takes no comment lines.

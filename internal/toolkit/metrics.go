@@ -12,7 +12,7 @@ import (
 	"github.com/sagebox/sagebox"
 )
 
-// metricMatcher applies a job's MetricDefinitions to log lines. As on
+// MetricMatcher applies a job's MetricDefinitions to log lines. As on
 // SageMaker the value is the first capture group (the whole match when the
 // regex has none), parsed as a float.
 type MetricMatcher struct {
@@ -24,7 +24,7 @@ type compiledMetric struct {
 	re   *regexp.Regexp
 }
 
-// compileMetrics compiles defs with Go's regexp after translating the bits
+// CompileMetrics compiles defs with Go's regexp after translating the bits
 // of Python syntax that differ cheaply: (?P<name>...) and (?<name>...) work
 // as they are; \Z becomes \z. Definitions that still do not compile
 // (lookarounds, backreferences) are skipped and reported in bad.
@@ -59,7 +59,7 @@ func translatePythonRegex(s string) string {
 	return b.String()
 }
 
-// match returns the metric values found in line.
+// Match returns the metric values found in line.
 func (m *MetricMatcher) Match(line string, ts time.Time) []sagebox.MetricPoint {
 	var out []sagebox.MetricPoint
 	for _, d := range m.defs {
@@ -95,13 +95,13 @@ func parsePythonFloat(s string) (float64, bool) {
 	return v, true
 }
 
-// finalMetric is the last value of one metric on one host.
+// FinalMetric is the last value of one metric on one host.
 type FinalMetric struct {
 	Value  float64 `json:"value"`
 	TimeMS int64   `json:"time_ms"`
 }
 
-// finalMetricData merges the hosts' last values: per metric, the latest.
+// FinalMetricData merges the hosts' last values: per metric, the latest.
 func FinalMetricData(hosts []map[string]FinalMetric) []sagebox.MetricData {
 	last := map[string]FinalMetric{}
 	for _, h := range hosts {

@@ -34,15 +34,19 @@ const (
 	defaultLogLevel      = 20
 )
 
+// DistKind is how a job's processes are launched: the script once per
+// host, torchrun (torch_distributed), or mpirun (mpi, pytorchddp,
+// smdistributed dataparallel).
 type DistKind uint8
 
+// The launchers.
 const (
 	DistNone DistKind = iota
 	DistTorch
 	DistMPI
 )
 
-// jobSpec is everything the runner needs from a TrainingJob, decoded and
+// Spec is everything the runner needs from a TrainingJob, decoded and
 // validated once.
 type Spec struct {
 	Name, ARN           string
@@ -73,7 +77,7 @@ type Spec struct {
 	MaxRuntime          time.Duration
 }
 
-// channelSpec is one input channel.
+// Channel is one input channel.
 type Channel struct {
 	Name          string
 	URI           string
@@ -87,7 +91,7 @@ type Channel struct {
 
 var channelNameRE = regexp.MustCompile(`^[A-Za-z0-9.\-_]{1,64}$`)
 
-// newJobSpec decodes job. Its errors are client errors: the job is invalid.
+// NewSpec decodes job. Its errors are client errors: the job is invalid.
 func NewSpec(job *sagebox.TrainingJob, region string) (*Spec, error) {
 	s := &Spec{
 		Name:               job.TrainingJobName,
@@ -268,23 +272,28 @@ func newChannel(ch sagebox.Channel, jobMode string) (Channel, error) {
 	return c, nil
 }
 
-// jobError is a job failure whose FailureReason is already formatted.
+// Error is a job failure whose FailureReason (Reason) is already
+// formatted; Err is its cause.
 type Error struct {
 	Reason string
 	Err    error
 }
 
+// Error is the FailureReason.
 func (e *Error) Error() string { return e.Reason }
+
+// Unwrap is the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// clientErrorf is a failure caused by the job's own configuration or data.
+// ClientErrorf is a failure caused by the job's own configuration or data:
+// its FailureReason is "ClientError: " and the message.
 func ClientErrorf(format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
 	return &Error{Reason: "ClientError: " + err.Error(), Err: err}
 }
 
-// reasonOf is the formatted FailureReason err carries when it is (or
-// wraps) a jobError.
+// Reason is the formatted FailureReason err carries when it is (or
+// wraps) an *Error.
 func Reason(err error) (string, bool) {
 	var je *Error
 	if errors.As(err, &je) {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 )
 
-// workspace is one host's /opt/ml-shaped directory,
+// Workspace is one host's /opt/ml-shaped directory,
 // <DataDir>/jobs/<job>/<host>/. Scripts get its real absolute paths through
 // SM_* variables and SAGEMAKER_BASE_DIR; paths that a job names under
 // /opt/ml (a checkpoint LocalPath, a sourcedir under input/data/code) are
@@ -19,6 +19,7 @@ func (w Workspace) path(elem ...string) string {
 	return filepath.Join(append([]string{w.Root}, elem...)...)
 }
 
+// The workspace's directories and files, as the toolkit names them.
 func (w Workspace) InputDir() string           { return w.path("input") }
 func (w Workspace) ConfigDir() string          { return w.path("input", "config") }
 func (w Workspace) DataDir() string            { return w.path("input", "data") }
@@ -32,7 +33,7 @@ func (w Workspace) FailureFile() string        { return w.path("output", "failur
 func (w Workspace) SuccessFile() string        { return w.path("output", "success") }
 func (w Workspace) CheckpointDir() string      { return w.path("checkpoints") }
 
-// create makes a fresh, empty workspace, removing what an earlier attempt
+// Create makes a fresh, empty workspace, removing what an earlier attempt
 // left.
 func (w Workspace) Create(channels []string) error {
 	if err := os.RemoveAll(w.Root); err != nil {
@@ -75,13 +76,14 @@ type channelConfig struct {
 	RecordWrapperType  string `json:"RecordWrapperType"`
 }
 
-// configFiles are the three files of input/config, as written.
+// ConfigFiles are the three files of input/config, as written.
 type ConfigFiles struct {
 	HyperParameters []byte
 	InputData       []byte
 	Resource        []byte
 }
 
+// ConfigFiles are the config files of host, as SageMaker writes them.
 func (s *Spec) ConfigFiles(host string) (ConfigFiles, error) {
 	var cf ConfigFiles
 	var err error
@@ -118,7 +120,7 @@ func (s *Spec) ConfigFiles(host string) (ConfigFiles, error) {
 	return cf, nil
 }
 
-// write puts the files into the workspace's input/config.
+// Write puts the files into the workspace's input/config.
 func (cf ConfigFiles) Write(w Workspace) error {
 	for name, b := range map[string][]byte{
 		"hyperparameters.json": cf.HyperParameters,

@@ -17,7 +17,7 @@ func failureReason(err error) string {
 }
 
 // jobReason is the formatted FailureReason err carries, if any: a
-// jobError's, or a staging.ClientError's ("ClientError: ...").
+// *toolkit.Error's, or a staging.ClientError's ("ClientError: ...").
 func jobReason(err error) (string, bool) {
 	if reason, ok := toolkit.Reason(err); ok {
 		return reason, true
