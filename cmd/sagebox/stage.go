@@ -16,6 +16,7 @@ import (
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/staging"
 	"github.com/sagebox/sagebox/internal/staging/s3obj"
+	"github.com/sagebox/sagebox/internal/toolkit"
 	"github.com/sagebox/sagebox/internal/training"
 )
 
@@ -134,7 +135,7 @@ func stageHost(ctx context.Context, st *staging.Stager, job *sagebox.TrainingJob
 	if index < 0 {
 		return fmt.Errorf("host %q is not one of the job's hosts %v", host, in.Hosts)
 	}
-	if err := training.PrepareHostTree(job, region, host, root); err != nil {
+	if err := toolkit.PrepareHostTree(job, region, host, root); err != nil {
 		return err
 	}
 	h := []staging.Host{{Index: index, Name: host, Tree: staging.Tree{Root: root}}}

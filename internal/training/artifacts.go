@@ -12,8 +12,8 @@ import (
 func (jr *jobRun) uploadArtifacts(ctx context.Context) (string, error) {
 	trees := make([]staging.Tree, len(jr.hosts))
 	for i, h := range jr.hosts {
-		trees[i] = h.info.ws.tree()
+		trees[i] = wsTree(h.info.Workspace)
 	}
-	out := staging.Output{Path: jr.spec.outputPath, Job: jr.name, Compression: jr.spec.compression}
+	out := staging.Output{Path: jr.spec.OutputPath, Job: jr.name, Compression: jr.spec.Compression}
 	return jr.stager().UploadArtifacts(ctx, out, trees)
 }

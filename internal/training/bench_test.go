@@ -12,6 +12,7 @@ import (
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/staging"
 	"github.com/sagebox/sagebox/internal/staging/localobj"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // Staging a channel (hard links out of the object store) against the
@@ -55,7 +56,7 @@ func benchStage(b *testing.B, copyChannels bool) {
 			e, _ := benchChannel(b, shape.count, shape.size)
 			st := &staging.Stager{Objects: localobj.New(e.store), CopyChannels: copyChannels}
 			ctx := context.Background()
-			spec := channelSpec{name: "train", uri: "s3://bkt/bench/train/", dataType: "S3Prefix", distribution: "FullyReplicated"}.staging()
+			spec := stagingChannel(toolkit.Channel{Name: "train", URI: "s3://bkt/bench/train/", DataType: "S3Prefix", Distribution: "FullyReplicated"})
 			b.SetBytes(int64(shape.count * shape.size))
 			b.ResetTimer()
 			for b.Loop() {

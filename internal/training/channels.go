@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // Channels, the source directory, checkpoints and artifacts are moved by
@@ -33,16 +34,16 @@ func (jr *jobRun) stager() *staging.Stager {
 func (jr *jobRun) stagingHosts() []staging.Host {
 	out := make([]staging.Host, len(jr.hosts))
 	for i, h := range jr.hosts {
-		out[i] = staging.Host{Index: h.info.index, Name: h.info.name, Tree: h.info.ws.tree()}
+		out[i] = staging.Host{Index: h.info.Index, Name: h.info.Name, Tree: wsTree(h.info.Workspace)}
 	}
 	return out
 }
 
 // stageChannel stages c into every host's input/data/<channel>/.
-func (jr *jobRun) stageChannel(ctx context.Context, c channelSpec) error {
-	return jr.stager().StageChannel(ctx, c.staging(), len(jr.hosts), jr.stagingHosts())
+func (jr *jobRun) stageChannel(ctx context.Context, c toolkit.Channel) error {
+	return jr.stager().StageChannel(ctx, stagingChannel(c), len(jr.hosts), jr.stagingHosts())
 }
 
-func (c channelSpec) staging() staging.Channel {
-	return staging.Channel{Name: c.name, URI: c.uri, DataType: c.dataType, Distribution: c.distribution, Compression: c.compression}
+func stagingChannel(c toolkit.Channel) staging.Channel {
+	return staging.Channel{Name: c.Name, URI: c.URI, DataType: c.DataType, Distribution: c.Distribution, Compression: c.Compression}
 }

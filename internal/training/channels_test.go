@@ -2,6 +2,7 @@ package training
 
 import (
 	"context"
+	"github.com/sagebox/sagebox/internal/toolkit"
 	"os"
 	"path/filepath"
 	"sort"
@@ -34,7 +35,7 @@ func channelJob(t *testing.T, e *env, n int) *jobRun {
 	t.Helper()
 	ctx := context.Background()
 	job := newTestJob("ch", map[string]string{"sagemaker_program": `"train.py"`}, withHosts(n))
-	spec, err := newJobSpec(job, "")
+	spec, err := toolkit.NewSpec(job, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func channelJob(t *testing.T, e *env, n int) *jobRun {
 	jr.spec = spec
 	jr.setupHosts(ctx, job)
 	for _, h := range jr.hosts {
-		if err := h.info.ws.create([]string{"train"}); err != nil {
+		if err := h.info.Workspace.Create([]string{"train"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,12 +56,12 @@ func TestStageS3PrefixHardLinks(t *testing.T) {
 	for _, k := range []string{"data/train/a/b.csv", "data/train/c.csv", "data/train/sub/", "data/train2/d.csv", "other/e.csv"} {
 		e.putObject(k, []byte("body of "+k))
 	}
-	c := channelSpec{name: "train", uri: "s3://bkt/data/train", dataType: "S3Prefix", distribution: "FullyReplicated"}
+	c := toolkit.Channel{Name: "train", URI: "s3://bkt/data/train", DataType: "S3Prefix", Distribution: "FullyReplicated"}
 	jr := channelJob(t, e, 1)
 	if err := jr.stageChannel(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	dest := jr.hosts[0].info.ws.channelDir("train")
+	dest := jr.hosts[0].info.Workspace.ChannelDir("train")
 	if got := strings.Join(listDir(t, dest), ","); got != "a/b.csv,c.csv,train2/d.csv" {
 		t.Fatalf("staged %s", got)
 	}
@@ -84,7 +85,7 @@ func TestStageS3PrefixHardLinks(t *testing.T) {
 		if err := jr.stageChannel(ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(jr.hosts[0].info.ws.channelDir("train"), "a", "b.csv")
+		p := filepath.Join(jr.hosts[0].info.Workspace.ChannelDir("train"), "a", "b.csv")
 		cp, _ := os.Stat(p)
 		if os.SameFile(a, cp) {
 			t.Error("copy mode produced a hard link")
@@ -101,12 +102,12 @@ func TestShardedChannelPerHost(t *testing.T) {
 		e.putObject(k, []byte(k))
 	}
 	jr := channelJob(t, e, 2)
-	if err := jr.stageChannel(context.Background(), channelSpec{name: "train", uri: "s3://bkt/shards/", dataType: "S3Prefix", distribution: "ShardedByS3Key"}); err != nil {
+	if err := jr.stageChannel(context.Background(), toolkit.Channel{Name: "train", URI: "s3://bkt/shards/", DataType: "S3Prefix", Distribution: "ShardedByS3Key"}); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []string{"p0,p2", "p1"} {
-		if got := strings.Join(listDir(t, jr.hosts[i].info.ws.channelDir("train")), ","); got != want {
-			t.Errorf("%s got %s, want %s", jr.hosts[i].info.name, got, want)
+		if got := strings.Join(listDir(t, jr.hosts[i].info.Workspace.ChannelDir("train")), ","); got != want {
+			t.Errorf("%s got %s, want %s", jr.hosts[i].info.Name, got, want)
 		}
 	}
 	// Each host's note goes to its own stream only.
@@ -120,15 +121,15 @@ func TestChannelFailureReasons(t *testing.T) {
 	e.putObject("bad/../../escape", []byte("x"))
 	tests := []struct {
 		name string
-		spec channelSpec
+		spec toolkit.Channel
 		want string
 	}{
-		{"empty", channelSpec{name: "train", uri: "s3://bkt/nothing/here", dataType: "S3Prefix"},
+		{"empty", toolkit.Channel{Name: "train", URI: "s3://bkt/nothing/here", DataType: "S3Prefix"},
 			`ClientError: No S3 objects found under S3 URL "s3://bkt/nothing/here" given in input data source for channel "train".`},
-		{"no bucket", channelSpec{name: "train", uri: "s3://nobucket/x", dataType: "S3Prefix"}, `ClientError: channel "train": bucket "nobucket" does not exist`},
-		{"escaping key", channelSpec{name: "train", uri: "s3://bkt/bad/", dataType: "S3Prefix"}, `ClientError: channel "train": object key "bad/../../escape" cannot be placed`},
-		{"no manifest", channelSpec{name: "m", uri: "s3://bkt/none.json", dataType: "ManifestFile"}, `ClientError: channel "m": manifest s3://bkt/none.json does not exist`},
-		{"missing local", channelSpec{name: "l", uri: "file:///no/such/dir", dataType: "S3Prefix"}, `ClientError: channel "l":`},
+		{"no bucket", toolkit.Channel{Name: "train", URI: "s3://nobucket/x", DataType: "S3Prefix"}, `ClientError: channel "train": bucket "nobucket" does not exist`},
+		{"escaping key", toolkit.Channel{Name: "train", URI: "s3://bkt/bad/", DataType: "S3Prefix"}, `ClientError: channel "train": object key "bad/../../escape" cannot be placed`},
+		{"no manifest", toolkit.Channel{Name: "m", URI: "s3://bkt/none.json", DataType: "ManifestFile"}, `ClientError: channel "m": manifest s3://bkt/none.json does not exist`},
+		{"missing local", toolkit.Channel{Name: "l", URI: "file:///no/such/dir", DataType: "S3Prefix"}, `ClientError: channel "l":`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,7 +147,7 @@ func TestStagingClientErrorReason(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	jr := channelJob(t, e, 1)
-	jr.spec.outputPath = "s3://nobucket/out"
+	jr.spec.OutputPath = "s3://nobucket/out"
 	_, err := jr.uploadArtifacts(ctx)
 	if r, ok := jobReason(err); !ok || r != `ClientError: output bucket "nobucket" does not exist` {
 		t.Errorf("reason %q %v (err %v)", r, ok, err)

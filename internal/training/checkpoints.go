@@ -17,7 +17,7 @@ func (jr *jobRun) checkpoints(ctx context.Context) (*staging.Checkpoints, error)
 		return jr.ckpts, nil
 	}
 	var cc staging.CheckpointConfig
-	if c := jr.spec.checkpoint; c != nil {
+	if c := jr.spec.Checkpoint; c != nil {
 		cc = staging.CheckpointConfig{S3Uri: c.S3Uri, LocalPath: c.LocalPath}
 	}
 	ck, err := jr.stager().Checkpoints(ctx, cc, jr.stagingHosts())

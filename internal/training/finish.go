@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 const fileOutcome = "outcome.json"
@@ -47,16 +48,16 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 				if r, ok := jobReason(err); ok {
 					reason = r
 				}
-				o = failedOutcome(sagebox.TruncateRunes(reason, maxFailureText), true)
+				o = failedOutcome(sagebox.TruncateRunes(reason, sagebox.MaxFailureReason), true)
 			}
 		}
 		modelURI = uri
 	}
-	var finals []map[string]finalMetric
+	var finals []map[string]toolkit.FinalMetric
 	for _, h := range jr.hosts {
 		finals = append(finals, h.tail.st.Final)
 	}
-	fm := finalMetricData(finals)
+	fm := toolkit.FinalMetricData(finals)
 	_, err := jr.r.finalize(ctx, jr.name, o, func(j *sagebox.TrainingJob) {
 		if modelURI != "" {
 			j.ModelArtifacts = &sagebox.ModelArtifacts{S3ModelArtifacts: modelURI}

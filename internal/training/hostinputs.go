@@ -1,11 +1,9 @@
 package training
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // HostInputs is what a job's hosts stage before their processes start and
@@ -24,54 +22,21 @@ type HostInputs struct {
 // JobInputs decodes job. Its errors are the ClientErrors the runner would
 // fail the job with.
 func JobInputs(job *sagebox.TrainingJob, region string) (*HostInputs, error) {
-	s, err := newJobSpec(job, region)
+	s, err := toolkit.NewSpec(job, region)
 	if err != nil {
 		return nil, err
 	}
 	in := &HostInputs{
-		Hosts: s.hosts, SourceDir: s.submitDir, EntryPoint: s.entry,
-		Output: staging.Output{Path: s.outputPath, Job: s.name, Compression: s.compression},
+		Hosts: s.Hosts, SourceDir: s.SubmitDir, EntryPoint: s.EntryPoint,
+		Output: staging.Output{Path: s.OutputPath, Job: s.Name, Compression: s.Compression},
 	}
-	for _, c := range s.channels {
-		in.Channels = append(in.Channels, c.staging())
+	for _, c := range s.Channels {
+		in.Channels = append(in.Channels, stagingChannel(c))
 	}
-	if c := s.checkpoint; c != nil {
+	if c := s.Checkpoint; c != nil {
 		in.Checkpoint = staging.CheckpointConfig{S3Uri: c.S3Uri, LocalPath: c.LocalPath}
 	}
 	return in, nil
-}
-
-// PrepareHostTree makes host's /opt/ml-shaped directories under root
-// (keeping what is there) and writes input/config's
-// hyperparameters.json, inputdataconfig.json and resourceconfig.json as
-// the runner writes them for that host.
-func PrepareHostTree(job *sagebox.TrainingJob, region, host, root string) error {
-	s, err := newJobSpec(job, region)
-	if err != nil {
-		return err
-	}
-	known := false
-	for _, h := range s.hosts {
-		known = known || h == host
-	}
-	if !known {
-		return fmt.Errorf("host %q is not one of the job's hosts %v", host, s.hosts)
-	}
-	ws := workspace{root: root}
-	dirs := []string{ws.configDir(), ws.codeDir(), ws.modelDir(), ws.outputDataDir(), ws.intermediateDir(), ws.checkpointDir()}
-	for _, c := range s.channels {
-		dirs = append(dirs, ws.channelDir(c.name))
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
-	}
-	cf, err := s.configFiles(host)
-	if err != nil {
-		return err
-	}
-	return cf.write(ws)
 }
 
 // FailureReason is the FailureReason text err carries when it is a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // jobRun is one job while this runner supervises it.
@@ -27,9 +28,9 @@ type jobRun struct {
 	cancelPrep context.CancelFunc
 	wake       chan struct{}
 
-	spec          *jobSpec
+	spec          *toolkit.Spec
 	hosts         []*hostRun
-	metrics       *metricMatcher
+	metrics       *toolkit.MetricMatcher
 	trainingStart time.Time
 	ckpts         *staging.Checkpoints
 	ckptsDone     bool
@@ -40,7 +41,7 @@ func newJobRun(r *Runner, name string) *jobRun {
 	return &jobRun{
 		r: r, name: name, log: r.log.With("job", name),
 		stopCh: make(chan struct{}), wake: make(chan struct{}, 1),
-		metrics: &metricMatcher{},
+		metrics: &toolkit.MetricMatcher{},
 	}
 }
 
@@ -130,12 +131,12 @@ func (jr *jobRun) runFromStart(ctx context.Context) {
 
 // init decodes the job and compiles its metric definitions.
 func (jr *jobRun) init(job *sagebox.TrainingJob) error {
-	spec, err := newJobSpec(job, jr.r.cfg.Region)
+	spec, err := toolkit.NewSpec(job, jr.r.cfg.Region)
 	if err != nil {
 		return err
 	}
 	jr.spec = spec
-	m, bad := compileMetrics(spec.metrics)
+	m, bad := toolkit.CompileMetrics(spec.Metrics)
 	jr.metrics = m
 	for _, b := range bad {
 		jr.log.Warn("metric definition skipped", "detail", b)
@@ -190,7 +191,7 @@ func (jr *jobRun) maxRuntime() time.Duration {
 	if jr.spec == nil {
 		return 0
 	}
-	return jr.spec.maxRuntime
+	return jr.spec.MaxRuntime
 }
 
 // setupHosts computes each host's paths and log stream (no disk access
@@ -201,11 +202,11 @@ func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
 	if job.TrainingStartTime != nil {
 		start = job.TrainingStartTime.Time
 	}
-	jr.gpus = jr.reserveGPUs(len(s.hosts))
+	jr.gpus = jr.reserveGPUs(len(s.Hosts))
 	jr.hosts = nil
-	for i, name := range s.hosts {
-		info := hostInfo{index: i, name: name, ws: workspace{root: filepath.Join(jr.r.jobDir(jr.name), name)}}
-		info.numGPUs, info.cudaDevices = gpuShare(jr.gpus, i, len(s.hosts))
+	for i, name := range s.Hosts {
+		info := toolkit.Host{Index: i, Name: name, Workspace: toolkit.Workspace{Root: filepath.Join(jr.r.jobDir(jr.name), name)}}
+		info.NumGPUs, info.CUDADevices = gpuShare(jr.gpus, i, len(s.Hosts))
 		h := &hostRun{
 			info:     info,
 			stateDir: filepath.Join(jr.r.stateDir(jr.name), name),
@@ -265,22 +266,22 @@ func (jr *jobRun) prepare(ctx context.Context) error {
 		return fmt.Errorf("clear job state: %w", err)
 	}
 	var names []string
-	for _, c := range s.channels {
-		names = append(names, c.name)
+	for _, c := range s.Channels {
+		names = append(names, c.Name)
 	}
 	for _, h := range jr.hosts {
-		if err := h.info.ws.create(names); err != nil {
+		if err := h.info.Workspace.Create(names); err != nil {
 			return err
 		}
 		if err := os.MkdirAll(h.stateDir, 0o755); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}
 		h.tail.st = tailState{}
-		cf, err := s.configFiles(h.info.name)
+		cf, err := s.ConfigFiles(h.info.Name)
 		if err != nil {
 			return err
 		}
-		if err := cf.write(h.info.ws); err != nil {
+		if err := cf.Write(h.info.Workspace); err != nil {
 			return err
 		}
 	}
@@ -289,13 +290,13 @@ func (jr *jobRun) prepare(ctx context.Context) error {
 			return fmt.Errorf("record the job's GPUs: %w", err)
 		}
 	}
-	for _, c := range s.channels {
+	for _, c := range s.Channels {
 		if err := jr.stageChannel(ctx, c); err != nil {
 			return err
 		}
 	}
 	for _, h := range jr.hosts {
-		if err := jr.r.stageSourceDir(ctx, s, h.info.ws); err != nil {
+		if err := jr.r.stageSourceDir(ctx, s, h.info.Workspace); err != nil {
 			return err
 		}
 	}
@@ -303,22 +304,22 @@ func (jr *jobRun) prepare(ctx context.Context) error {
 }
 
 // launchAll starts every host's process through the shim.
-func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) error {
+func (jr *jobRun) launchAll(ctx context.Context, python string, kind toolkit.EntryKind) error {
 	torchVer := jr.r.probe(ctx)
-	port := freePort()
-	base := baseEnv(jr.r.environ())
+	port := toolkit.FreePort()
+	base := toolkit.BaseEnv(jr.r.environ())
 	// Only scripts that run once per host and find each other by name need
 	// the names to resolve; torchrun and mpirun rendezvous on 127.0.0.1, and
 	// torch's c10d store cannot start its server under nss_wrapper.
 	nssWrapper := ""
-	if jr.spec.dist == distNone && len(jr.spec.hosts) > 1 {
-		nssWrapper = findNSSWrapper()
+	if jr.spec.Dist == toolkit.DistNone && len(jr.spec.Hosts) > 1 {
+		nssWrapper = toolkit.FindNSSWrapper()
 	}
 	for _, h := range jr.hosts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		argv, passive, err := jr.spec.command(kind, python, h.info, port, h.stateDir)
+		argv, passive, err := jr.spec.Command(kind, python, h.info, port, h.stateDir)
 		if err != nil {
 			return err
 		}
@@ -328,32 +329,32 @@ func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) 
 			if err := writeJSONAtomic(h.path(fileShim), h.rec); err != nil {
 				return err
 			}
-			jr.note(ctx, []*hostRun{h}, "%s is an MPI worker: mpirun on %s starts its processes", h.info.name, jr.spec.hosts[0])
+			jr.note(ctx, []*hostRun{h}, "%s is an MPI worker: mpirun on %s starts its processes", h.info.Name, jr.spec.Hosts[0])
 			continue
 		}
-		cf, err := jr.spec.configFiles(h.info.name)
+		cf, err := jr.spec.ConfigFiles(h.info.Name)
 		if err != nil {
 			return err
 		}
 		hostsFile := ""
 		if nssWrapper != "" {
-			if hostsFile, err = writeHostsFile(h.stateDir, jr.spec.hosts); err != nil {
+			if hostsFile, err = toolkit.WriteHostsFile(h.stateDir, jr.spec.Hosts); err != nil {
 				return fmt.Errorf("write hosts file: %w", err)
 			}
 		}
-		pe := platformEnv{
-			base: base, endpoint: jr.r.cfg.SagemakerEndpoint, masterPort: port,
-			runtimeDir: jr.r.cfg.RuntimeDir, torchVersion: torchVer, numCPUs: numCPUs(),
-			nssWrapper: nssWrapper, hostsFile: hostsFile,
+		pe := toolkit.Platform{
+			Base: base, Endpoint: jr.r.cfg.SagemakerEndpoint, MasterPort: port,
+			RuntimeDir: jr.r.cfg.RuntimeDir, TorchVersion: torchVer, NumCPUs: numCPUs(),
+			NSSWrapper: nssWrapper, HostsFile: hostsFile,
 		}
 		if jr.r.cfg.JobCredentials != nil {
-			pe.accessKeyID, pe.secretKey = jr.r.cfg.JobCredentials(jr.spec.name)
+			pe.AccessKeyID, pe.SecretKey = jr.r.cfg.JobCredentials(jr.spec.Name)
 		}
-		env := jr.spec.envVars(h.info, cf, pe)
-		if err := jr.r.startShim(ctx, h, argv, environList(env), jr.poke); err != nil {
+		env := jr.spec.Env(h.info, cf, pe)
+		if err := jr.r.startShim(ctx, h, argv, toolkit.EnvironList(env), jr.poke); err != nil {
 			return err
 		}
-		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", shellJoin(argv))
+		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", toolkit.ShellJoin(argv))
 	}
 	return nil
 }

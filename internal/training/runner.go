@@ -1,5 +1,6 @@
 // Package training runs SageMaker training jobs as local processes: it is
-// the job host runner, the SageMaker training toolkit done in Go.
+// the job lifecycle, with the contract (what a script sees: paths, config
+// files, SM_* variables, argv, failure texts) in internal/toolkit.
 //
 // For each host algo-1..N of a job it builds an /opt/ml-shaped workspace
 // under <DataDir>/jobs/<job>/<host>/, writes the three config files, stages

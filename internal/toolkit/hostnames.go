@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"os"
@@ -28,8 +28,8 @@ var nssWrapperCandidates = []string{
 	"/usr/lib/libnss_wrapper.so",
 }
 
-// findNSSWrapper returns the path of libnss_wrapper.so, or "" when absent.
-func findNSSWrapper() string {
+// FindNSSWrapper returns the path of libnss_wrapper.so, or "" when absent.
+func FindNSSWrapper() string {
 	for _, p := range nssWrapperCandidates {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
 			return p
@@ -38,9 +38,9 @@ func findNSSWrapper() string {
 	return ""
 }
 
-// writeHostsFile writes a hosts file mapping every host name to loopback
+// WriteHostsFile writes a hosts file mapping every host name to loopback
 // and returns its path.
-func writeHostsFile(dir string, hosts []string) (string, error) {
+func WriteHostsFile(dir string, hosts []string) (string, error) {
 	// nss_wrapper's parser takes no comment lines.
 	var b strings.Builder
 	for _, h := range hosts {

@@ -1,6 +1,7 @@
-package training
+package toolkit
 
 import (
+	"github.com/sagebox/sagebox/internal/pyvalue"
 	"sort"
 	"strings"
 )
@@ -10,12 +11,12 @@ import (
 // (or "-k" for a one-character key), values through str() except that None
 // is an empty argument and a dict becomes "k1=v1,k2=v2" with sorted keys.
 // The result is an argv list: no shell ever splits it.
-func toCmdArgs(hps pyValue) []string {
-	keys := append([]string(nil), hps.keys...)
+func toCmdArgs(hps pyvalue.Value) []string {
+	keys := append([]string(nil), hps.Keys()...)
 	sort.Strings(keys)
 	out := make([]string, 0, 2*len(keys))
 	for _, k := range keys {
-		v, _ := hps.get(k)
+		v, _ := hps.Get(k)
 		out = append(out, argName(k), argValue(v))
 	}
 	return out
@@ -31,23 +32,24 @@ func argName(k string) string {
 	return "--" + k
 }
 
-func argValue(v pyValue) string {
-	switch v.kind {
-	case pyNone:
+func argValue(v pyvalue.Value) string {
+	switch v.Kind() {
+	case pyvalue.KindNone:
 		return ""
-	case pyDict:
-		idx := make([]int, len(v.keys))
+	case pyvalue.KindDict:
+		keys, vals := v.Keys(), v.Values()
+		idx := make([]int, len(keys))
 		for i := range idx {
 			idx[i] = i
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return v.keys[idx[a]] < v.keys[idx[b]] })
+		sort.SliceStable(idx, func(a, b int) bool { return keys[idx[a]] < keys[idx[b]] })
 		parts := make([]string, 0, len(idx))
 		for _, i := range idx {
-			parts = append(parts, v.keys[i]+"="+v.vals[i].pyStr())
+			parts = append(parts, keys[i]+"="+vals[i].Str())
 		}
 		return strings.Join(parts, ",")
 	}
-	return v.pyStr()
+	return v.Str()
 }
 
 // shellQuote quotes s for /bin/sh the way Python's shlex.quote does.
@@ -68,8 +70,8 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
-// shellJoin is shlex.join: each argument quoted, separated by spaces.
-func shellJoin(args []string) string {
+// ShellJoin is shlex.join: each argument quoted, separated by spaces.
+func ShellJoin(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = shellQuote(a)

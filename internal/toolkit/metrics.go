@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"fmt"
@@ -12,10 +12,10 @@ import (
 	"github.com/sagebox/sagebox"
 )
 
-// metricMatcher applies a job's MetricDefinitions to log lines. As on
+// MetricMatcher applies a job's MetricDefinitions to log lines. As on
 // SageMaker the value is the first capture group (the whole match when the
 // regex has none), parsed as a float.
-type metricMatcher struct {
+type MetricMatcher struct {
 	defs []compiledMetric
 }
 
@@ -24,12 +24,12 @@ type compiledMetric struct {
 	re   *regexp.Regexp
 }
 
-// compileMetrics compiles defs with Go's regexp after translating the bits
+// CompileMetrics compiles defs with Go's regexp after translating the bits
 // of Python syntax that differ cheaply: (?P<name>...) and (?<name>...) work
 // as they are; \Z becomes \z. Definitions that still do not compile
 // (lookarounds, backreferences) are skipped and reported in bad.
-func compileMetrics(defs []sagebox.MetricDefinition) (m *metricMatcher, bad []string) {
-	m = &metricMatcher{}
+func CompileMetrics(defs []sagebox.MetricDefinition) (m *MetricMatcher, bad []string) {
+	m = &MetricMatcher{}
 	for _, d := range defs {
 		re, err := regexp.Compile(translatePythonRegex(d.Regex))
 		if err != nil {
@@ -59,8 +59,8 @@ func translatePythonRegex(s string) string {
 	return b.String()
 }
 
-// match returns the metric values found in line.
-func (m *metricMatcher) match(line string, ts time.Time) []sagebox.MetricPoint {
+// Match returns the metric values found in line.
+func (m *MetricMatcher) Match(line string, ts time.Time) []sagebox.MetricPoint {
 	var out []sagebox.MetricPoint
 	for _, d := range m.defs {
 		sub := d.re.FindStringSubmatch(line)
@@ -95,15 +95,15 @@ func parsePythonFloat(s string) (float64, bool) {
 	return v, true
 }
 
-// finalMetric is the last value of one metric on one host.
-type finalMetric struct {
+// FinalMetric is the last value of one metric on one host.
+type FinalMetric struct {
 	Value  float64 `json:"value"`
 	TimeMS int64   `json:"time_ms"`
 }
 
-// finalMetricData merges the hosts' last values: per metric, the latest.
-func finalMetricData(hosts []map[string]finalMetric) []sagebox.MetricData {
-	last := map[string]finalMetric{}
+// FinalMetricData merges the hosts' last values: per metric, the latest.
+func FinalMetricData(hosts []map[string]FinalMetric) []sagebox.MetricData {
+	last := map[string]FinalMetric{}
 	for _, h := range hosts {
 		for name, v := range h {
 			if old, ok := last[name]; !ok || v.TimeMS >= old.TimeMS {

@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"errors"
@@ -35,29 +35,29 @@ const maxFailureText = sagebox.MaxFailureReason
 // exception survives the 1024-character cut together with the command.
 const maxErrorMessage = 700
 
-// algorithmError is the FailureReason for a failure file's text.
-func algorithmError(failureText string) string {
+// AlgorithmError is the FailureReason for a failure file's text.
+func AlgorithmError(failureText string) string {
 	return "AlgorithmError: " + sagebox.TruncateRunes(strings.ToValidUTF8(failureText, "\uFFFD"), maxFailureText)
 }
 
-// readFailureFile returns the content of output/failure, if there is one.
-func readFailureFile(ws workspace) (string, bool) {
-	b, err := os.ReadFile(ws.failureFile())
+// ReadFailureFile returns the content of output/failure, if there is one.
+func ReadFailureFile(ws Workspace) (string, bool) {
+	b, err := os.ReadFile(ws.FailureFile())
 	if err != nil {
 		return "", false
 	}
 	return string(b), true
 }
 
-// writeFailureFile writes text to output/failure unless the script already
+// WriteFailureFile writes text to output/failure unless the script already
 // wrote one (the toolkit's behaviour), and returns the file's content.
-func writeFailureFile(ws workspace, text string) (string, error) {
-	if own, ok := readFailureFile(ws); ok {
+func WriteFailureFile(ws Workspace, text string) (string, error) {
+	if own, ok := ReadFailureFile(ws); ok {
 		return own, nil
 	}
-	f, err := os.OpenFile(ws.failureFile(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(ws.FailureFile(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		own, _ := readFailureFile(ws)
+		own, _ := ReadFailureFile(ws)
 		return own, nil
 	}
 	if err != nil {
@@ -70,26 +70,27 @@ func writeFailureFile(ws workspace, text string) (string, error) {
 	return text, nil
 }
 
-// executeUserScriptError is the toolkit's text for a user process that
+// ExecuteUserScriptError is the toolkit's text for a user process that
 // exited non-zero. A process killed by a signal reports 128+signal, as the
 // toolkit's shell did; SIGKILL gets its OutOfMemory hint.
-func executeUserScriptError(exit exitStatus, errorMessage string, argv []string) string {
+func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ExecuteUserScriptError:\nExitCode %d\nErrorMessage \"%s\"\n", exit.ExitCode, errorMessage)
-	if exit.Signal == "SIGKILL" || exit.ExitCode == 137 {
+	fmt.Fprintf(&b, "ExecuteUserScriptError:\nExitCode %d\nErrorMessage \"%s\"\n", exitCode, errorMessage)
+	if signal == "SIGKILL" || exitCode == 137 {
 		b.WriteString("ExtraInfo \"OutOfMemory: Process killed by SIGKILL (signal 9)\"\n")
 	}
-	fmt.Fprintf(&b, "Command \"%s\"", shellJoin(argv))
+	fmt.Fprintf(&b, "Command \"%s\"", ShellJoin(argv))
 	return b.String()
 }
 
-// installError is the FailureReason for a failed pip install.
-func installError(kind string, err error, command []string) string {
-	msg := lastLines(err.Error(), 12)
-	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, shellJoin(command)), maxFailureText)
+// InstallError is the FailureReason for a failed pip install.
+func InstallError(kind string, err error, command []string) string {
+	msg := LastLines(err.Error(), 12)
+	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, ShellJoin(command)), maxFailureText)
 }
 
-func lastLines(s string, n int) string {
+// LastLines is the last n lines of s, trimmed.
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -97,11 +98,11 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// errorCapture remembers, from a host's log, what the failure message
+// ErrorCapture remembers, from a host's log, what the failure message
 // needs: the last Python traceback (preferring one whose frames are in the
 // user's code), toolkit-style error lines, and the last lines. It is small
 // and persisted with the tail offset, so a re-adopted job still has it.
-type errorCapture struct {
+type ErrorCapture struct {
 	Tail     []string `json:"tail,omitempty"`
 	Cur      []string `json:"cur,omitempty"`      // traceback being read
 	CurDone  int      `json:"cur_done,omitempty"` // lines since the exception line, 0 = not yet
@@ -125,7 +126,8 @@ var launcherPrefix = regexp.MustCompile(`^\[[^\]]{1,40}\](<std\w+>)?:`)
 
 var errorName = regexp.MustCompile(`[A-Za-z]*(Error|Exception)\b`)
 
-func (c errorCapture) clone() errorCapture {
+// Clone is a deep copy of c.
+func (c ErrorCapture) Clone() ErrorCapture {
 	cp := func(s []string) []string {
 		if s == nil {
 			return nil
@@ -136,7 +138,9 @@ func (c errorCapture) clone() errorCapture {
 	return c
 }
 
-func (c *errorCapture) add(line, codeDir string) {
+// Add takes the next line of the log; codeDir is the host's code/
+// directory, where the user's frames are.
+func (c *ErrorCapture) Add(line, codeDir string) {
 	tag := launcherPrefix.FindString(line)
 	line = line[len(tag):]
 	if c.Cur != nil && tag != c.CurTag {
@@ -175,7 +179,7 @@ func (c *errorCapture) add(line, codeDir string) {
 	}
 }
 
-func (c *errorCapture) closeTraceback(codeDir string) {
+func (c *ErrorCapture) closeTraceback(codeDir string) {
 	if c.Cur == nil {
 		return
 	}
@@ -205,10 +209,10 @@ func appendCapped(lines []string, line string, max int) []string {
 	return lines
 }
 
-// message builds the ErrorMessage for a failed process: the chosen
+// Message builds the ErrorMessage for a failed process: the chosen
 // traceback's last frame and exception, else the toolkit-style error
 // lines, else the last lines of output.
-func (c errorCapture) message(codeDir string) string {
+func (c ErrorCapture) Message(codeDir string) string {
 	c.closeTraceback(codeDir)
 	tb := c.User
 	if tb == nil {

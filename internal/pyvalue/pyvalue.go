@@ -1,4 +1,8 @@
-package training
+// Package pyvalue is the Python value model of the SageMaker training
+// toolkit's hyperparameter handling: a parser with the semantics of
+// Python's json.loads, and Python's str(), repr() and json.dumps of the
+// values it produces, byte for byte.
+package pyvalue
 
 import (
 	"errors"
@@ -18,52 +22,67 @@ import (
 // ints stay arbitrary-precision digit strings, floats are float64, and dicts
 // keep insertion order (str() of a nested dict shows it; json.dumps sorts).
 
-type pyKind uint8
+// Kind is a Value's Python type.
+type Kind uint8
 
+// The kinds json.loads produces.
 const (
-	pyNone pyKind = iota
-	pyBool
-	pyInt
-	pyFloat
-	pyStr
-	pyList
-	pyDict
+	KindNone Kind = iota
+	KindBool
+	KindInt
+	KindFloat
+	KindStr
+	KindList
+	KindDict
 )
 
-// pyValue is one Python value produced by json.loads.
-type pyValue struct {
-	kind pyKind
+// Value is one Python value produced by json.loads. The zero Value is
+// None.
+type Value struct {
+	kind Kind
 	b    bool
-	s    string // pyStr's text, or pyInt's canonical decimal digits
+	s    string // KindStr's text, or KindInt's canonical decimal digits
 	f    float64
-	list []pyValue
-	keys []string // pyDict, in insertion order
-	vals []pyValue
+	list []Value
+	keys []string // KindDict, in insertion order
+	vals []Value
 }
 
-func pyS(s string) pyValue     { return pyValue{kind: pyStr, s: s} }
-func pyB(b bool) pyValue       { return pyValue{kind: pyBool, b: b} }
-func pyI(i int) pyValue        { return pyValue{kind: pyInt, s: strconv.Itoa(i)} }
-func pyNull() pyValue          { return pyValue{kind: pyNone} }
-func pyF(f float64) pyValue    { return pyValue{kind: pyFloat, f: f} }
-func pyL(v ...pyValue) pyValue { return pyValue{kind: pyList, list: append([]pyValue{}, v...)} }
+// Str is a str.
+func Str(s string) Value { return Value{kind: KindStr, s: s} }
 
-func pyStrings(ss []string) pyValue {
-	v := pyValue{kind: pyList, list: make([]pyValue, 0, len(ss))}
+// Bool is a bool.
+func Bool(b bool) Value { return Value{kind: KindBool, b: b} }
+
+// Int is an int.
+func Int(i int) Value { return Value{kind: KindInt, s: strconv.Itoa(i)} }
+
+// None is None.
+func None() Value { return Value{kind: KindNone} }
+
+// Float is a float.
+func Float(f float64) Value { return Value{kind: KindFloat, f: f} }
+
+// List is a list of v.
+func List(v ...Value) Value { return Value{kind: KindList, list: append([]Value{}, v...)} }
+
+// Strings is a list of strs.
+func Strings(ss []string) Value {
+	v := Value{kind: KindList, list: make([]Value, 0, len(ss))}
 	for _, s := range ss {
-		v.list = append(v.list, pyS(s))
+		v.list = append(v.list, Str(s))
 	}
 	return v
 }
 
-// pyDictOf builds a dict from a Go map; insertion order is sorted key order.
-func pyDictOf(m map[string]pyValue) pyValue {
+// DictOf builds a dict from a Go map; insertion order is sorted key order.
+func DictOf(m map[string]Value) Value {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	d := pyValue{kind: pyDict}
+	d := Value{kind: KindDict}
 	for _, k := range keys {
 		d.keys = append(d.keys, k)
 		d.vals = append(d.vals, m[k])
@@ -71,9 +90,24 @@ func pyDictOf(m map[string]pyValue) pyValue {
 	return d
 }
 
-// set assigns d[k] = v with Python's semantics: an existing key keeps its
+// NewDict is an empty dict.
+func NewDict() Value { return Value{kind: KindDict} }
+
+// Kind is v's Python type.
+func (v Value) Kind() Kind { return v.kind }
+
+// Keys are a dict's keys in insertion order (a copy).
+func (v Value) Keys() []string { return append([]string(nil), v.keys...) }
+
+// Values are a dict's values, in the order of Keys (a copy).
+func (v Value) Values() []Value { return append([]Value(nil), v.vals...) }
+
+// Elems are a list's elements (a copy).
+func (v Value) Elems() []Value { return append([]Value(nil), v.list...) }
+
+// Set assigns d[k] = v with Python's semantics: an existing key keeps its
 // position and takes the new value.
-func (d *pyValue) set(k string, v pyValue) {
+func (d *Value) Set(k string, v Value) {
 	for i, old := range d.keys {
 		if old == k {
 			d.vals[i] = v
@@ -84,57 +118,57 @@ func (d *pyValue) set(k string, v pyValue) {
 	d.vals = append(d.vals, v)
 }
 
-// get returns d[k].
-func (d pyValue) get(k string) (pyValue, bool) {
+// Get returns d[k].
+func (d Value) Get(k string) (Value, bool) {
 	for i, old := range d.keys {
 		if old == k {
 			return d.vals[i], true
 		}
 	}
-	return pyValue{}, false
+	return Value{}, false
 }
 
-// truthy is Python's bool(v).
-func (v pyValue) truthy() bool {
+// Truthy is Python's bool(v).
+func (v Value) Truthy() bool {
 	switch v.kind {
-	case pyBool:
+	case KindBool:
 		return v.b
-	case pyInt:
+	case KindInt:
 		return strings.TrimLeft(strings.TrimPrefix(v.s, "-"), "0") != ""
-	case pyFloat:
+	case KindFloat:
 		return v.f != 0
-	case pyStr:
+	case KindStr:
 		return v.s != ""
-	case pyList:
+	case KindList:
 		return len(v.list) > 0
-	case pyDict:
+	case KindDict:
 		return len(v.keys) > 0
 	}
 	return false
 }
 
-// decodeHyperparameter is the toolkit's read_hyperparameters for one value:
+// Decode is the toolkit's read_hyperparameters for one value:
 // json.loads, and the raw string when that fails.
-func decodeHyperparameter(raw string) pyValue {
-	v, err := parsePyJSON(raw)
+func Decode(raw string) Value {
+	v, err := ParseJSON(raw)
 	if err != nil {
-		return pyS(raw)
+		return Str(raw)
 	}
 	return v
 }
 
-// parsePyJSON parses s the way Python's json.loads does, including its
+// ParseJSON parses s the way Python's json.loads does, including its
 // extensions NaN, Infinity and -Infinity.
-func parsePyJSON(s string) (pyValue, error) {
+func ParseJSON(s string) (Value, error) {
 	p := &jsonParser{s: s}
 	p.ws()
 	v, err := p.value(0)
 	if err != nil {
-		return pyValue{}, err
+		return Value{}, err
 	}
 	p.ws()
 	if p.i != len(p.s) {
-		return pyValue{}, fmt.Errorf("extra data at offset %d", p.i)
+		return Value{}, fmt.Errorf("extra data at offset %d", p.i)
 	}
 	return v, nil
 }
@@ -160,12 +194,12 @@ func (p *jsonParser) lit(word string) bool {
 	return false
 }
 
-func (p *jsonParser) value(depth int) (pyValue, error) {
+func (p *jsonParser) value(depth int) (Value, error) {
 	if depth > 500 {
-		return pyValue{}, fmt.Errorf("%w: nested too deeply", errJSON)
+		return Value{}, fmt.Errorf("%w: nested too deeply", errJSON)
 	}
 	if p.i >= len(p.s) {
-		return pyValue{}, fmt.Errorf("%w: unexpected end", errJSON)
+		return Value{}, fmt.Errorf("%w: unexpected end", errJSON)
 	}
 	switch c := p.s[p.i]; {
 	case c == '{':
@@ -174,28 +208,28 @@ func (p *jsonParser) value(depth int) (pyValue, error) {
 		return p.array(depth)
 	case c == '"':
 		s, err := p.str()
-		return pyS(s), err
+		return Str(s), err
 	case p.lit("null"):
-		return pyNull(), nil
+		return None(), nil
 	case p.lit("true"):
-		return pyB(true), nil
+		return Bool(true), nil
 	case p.lit("false"):
-		return pyB(false), nil
+		return Bool(false), nil
 	case p.lit("NaN"):
-		return pyF(math.NaN()), nil
+		return Float(math.NaN()), nil
 	case p.lit("Infinity"):
-		return pyF(math.Inf(1)), nil
+		return Float(math.Inf(1)), nil
 	case p.lit("-Infinity"):
-		return pyF(math.Inf(-1)), nil
+		return Float(math.Inf(-1)), nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	}
-	return pyValue{}, fmt.Errorf("%w: unexpected %q at offset %d", errJSON, p.s[p.i], p.i)
+	return Value{}, fmt.Errorf("%w: unexpected %q at offset %d", errJSON, p.s[p.i], p.i)
 }
 
-func (p *jsonParser) object(depth int) (pyValue, error) {
+func (p *jsonParser) object(depth int) (Value, error) {
 	p.i++ // {
-	d := pyValue{kind: pyDict}
+	d := Value{kind: KindDict}
 	p.ws()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
@@ -204,23 +238,23 @@ func (p *jsonParser) object(depth int) (pyValue, error) {
 	for {
 		p.ws()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return pyValue{}, fmt.Errorf("%w: expected a key at offset %d", errJSON, p.i)
+			return Value{}, fmt.Errorf("%w: expected a key at offset %d", errJSON, p.i)
 		}
 		k, err := p.str()
 		if err != nil {
-			return pyValue{}, err
+			return Value{}, err
 		}
 		p.ws()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return pyValue{}, fmt.Errorf("%w: expected ':' at offset %d", errJSON, p.i)
+			return Value{}, fmt.Errorf("%w: expected ':' at offset %d", errJSON, p.i)
 		}
 		p.i++
 		p.ws()
 		v, err := p.value(depth + 1)
 		if err != nil {
-			return pyValue{}, err
+			return Value{}, err
 		}
-		d.set(k, v)
+		d.Set(k, v)
 		p.ws()
 		if p.i < len(p.s) && p.s[p.i] == ',' {
 			p.i++
@@ -230,13 +264,13 @@ func (p *jsonParser) object(depth int) (pyValue, error) {
 			p.i++
 			return d, nil
 		}
-		return pyValue{}, fmt.Errorf("%w: expected ',' or '}' at offset %d", errJSON, p.i)
+		return Value{}, fmt.Errorf("%w: expected ',' or '}' at offset %d", errJSON, p.i)
 	}
 }
 
-func (p *jsonParser) array(depth int) (pyValue, error) {
+func (p *jsonParser) array(depth int) (Value, error) {
 	p.i++ // [
-	l := pyValue{kind: pyList}
+	l := Value{kind: KindList}
 	p.ws()
 	if p.i < len(p.s) && p.s[p.i] == ']' {
 		p.i++
@@ -246,7 +280,7 @@ func (p *jsonParser) array(depth int) (pyValue, error) {
 		p.ws()
 		v, err := p.value(depth + 1)
 		if err != nil {
-			return pyValue{}, err
+			return Value{}, err
 		}
 		l.list = append(l.list, v)
 		p.ws()
@@ -258,11 +292,11 @@ func (p *jsonParser) array(depth int) (pyValue, error) {
 			p.i++
 			return l, nil
 		}
-		return pyValue{}, fmt.Errorf("%w: expected ',' or ']' at offset %d", errJSON, p.i)
+		return Value{}, fmt.Errorf("%w: expected ',' or ']' at offset %d", errJSON, p.i)
 	}
 }
 
-func (p *jsonParser) number() (pyValue, error) {
+func (p *jsonParser) number() (Value, error) {
 	start := p.i
 	digits := func() int {
 		n := 0
@@ -277,11 +311,11 @@ func (p *jsonParser) number() (pyValue, error) {
 	}
 	intStart := p.i
 	if digits() == 0 {
-		return pyValue{}, fmt.Errorf("%w: bad number at offset %d", errJSON, start)
+		return Value{}, fmt.Errorf("%w: bad number at offset %d", errJSON, start)
 	}
 	if p.s[intStart] == '0' && p.i-intStart > 1 {
 		// Python stops at the leading 0 and then reports extra data.
-		return pyValue{}, fmt.Errorf("%w: leading zero at offset %d", errJSON, start)
+		return Value{}, fmt.Errorf("%w: leading zero at offset %d", errJSON, start)
 	}
 	isFloat := false
 	if p.i < len(p.s) && p.s[p.i] == '.' {
@@ -310,15 +344,15 @@ func (p *jsonParser) number() (pyValue, error) {
 		neg := strings.HasPrefix(text, "-")
 		d := strings.TrimPrefix(text, "-")
 		if d == "0" || !neg {
-			return pyValue{kind: pyInt, s: d}, nil
+			return Value{kind: KindInt, s: d}, nil
 		}
-		return pyValue{kind: pyInt, s: "-" + d}, nil
+		return Value{kind: KindInt, s: "-" + d}, nil
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return pyValue{}, fmt.Errorf("%w: %w", errJSON, err)
+		return Value{}, fmt.Errorf("%w: %w", errJSON, err)
 	}
-	return pyF(f), nil // out of range: ±Inf or 0, as Python's float()
+	return Float(f), nil // out of range: ±Inf or 0, as Python's float()
 }
 
 func (p *jsonParser) str() (string, error) {
@@ -394,38 +428,38 @@ func (p *jsonParser) hex4() (rune, error) {
 	return rune(n), nil
 }
 
-// pyStr is Python's str(v): strings verbatim, everything else as repr.
-func (v pyValue) pyStr() string {
-	if v.kind == pyStr {
+// Str is Python's str(v): strings verbatim, everything else as repr.
+func (v Value) Str() string {
+	if v.kind == KindStr {
 		return v.s
 	}
-	return v.repr()
+	return v.Repr()
 }
 
-// repr is Python's repr(v).
-func (v pyValue) repr() string {
+// Repr is Python's repr(v).
+func (v Value) Repr() string {
 	var b strings.Builder
 	v.writeRepr(&b)
 	return b.String()
 }
 
-func (v pyValue) writeRepr(b *strings.Builder) {
+func (v Value) writeRepr(b *strings.Builder) {
 	switch v.kind {
-	case pyNone:
+	case KindNone:
 		b.WriteString("None")
-	case pyBool:
+	case KindBool:
 		if v.b {
 			b.WriteString("True")
 		} else {
 			b.WriteString("False")
 		}
-	case pyInt:
+	case KindInt:
 		b.WriteString(v.s)
-	case pyFloat:
-		b.WriteString(pyFloatRepr(v.f))
-	case pyStr:
+	case KindFloat:
+		b.WriteString(FloatRepr(v.f))
+	case KindStr:
 		b.WriteString(pyStrRepr(v.s))
-	case pyList:
+	case KindList:
 		b.WriteByte('[')
 		for i, e := range v.list {
 			if i > 0 {
@@ -434,7 +468,7 @@ func (v pyValue) writeRepr(b *strings.Builder) {
 			e.writeRepr(b)
 		}
 		b.WriteByte(']')
-	case pyDict:
+	case KindDict:
 		b.WriteByte('{')
 		for i, k := range v.keys {
 			if i > 0 {
@@ -448,11 +482,11 @@ func (v pyValue) writeRepr(b *strings.Builder) {
 	}
 }
 
-// pyFloatRepr formats f as Python's repr(float): the shortest digits that
+// FloatRepr formats f as Python's repr(float): the shortest digits that
 // round-trip, in fixed notation when the decimal exponent is in [-4, 16),
 // else scientific with a signed two-digit-minimum exponent ("1e-05",
 // "1.5e+16"); whole numbers keep ".0".
-func pyFloatRepr(f float64) string {
+func FloatRepr(f float64) string {
 	switch {
 	case math.IsNaN(f):
 		return "nan"
@@ -534,27 +568,27 @@ func pyStrRepr(s string) string {
 	return b.String()
 }
 
-// jsonDumps is json.dumps(v, sort_keys=True, separators=(",", ":"),
+// JSONDumps is json.dumps(v, sort_keys=True, separators=(",", ":"),
 // ensure_ascii=True), the encoding of every non-string SM_* value.
-func (v pyValue) jsonDumps() string {
+func (v Value) JSONDumps() string {
 	var b strings.Builder
 	v.writeJSON(&b)
 	return b.String()
 }
 
-func (v pyValue) writeJSON(b *strings.Builder) {
+func (v Value) writeJSON(b *strings.Builder) {
 	switch v.kind {
-	case pyNone:
+	case KindNone:
 		b.WriteString("null")
-	case pyBool:
+	case KindBool:
 		if v.b {
 			b.WriteString("true")
 		} else {
 			b.WriteString("false")
 		}
-	case pyInt:
+	case KindInt:
 		b.WriteString(v.s)
-	case pyFloat:
+	case KindFloat:
 		switch {
 		case math.IsNaN(v.f):
 			b.WriteString("NaN")
@@ -563,11 +597,11 @@ func (v pyValue) writeJSON(b *strings.Builder) {
 		case math.IsInf(v.f, -1):
 			b.WriteString("-Infinity")
 		default:
-			b.WriteString(pyFloatRepr(v.f))
+			b.WriteString(FloatRepr(v.f))
 		}
-	case pyStr:
+	case KindStr:
 		writeJSONString(b, v.s)
-	case pyList:
+	case KindList:
 		b.WriteByte('[')
 		for i, e := range v.list {
 			if i > 0 {
@@ -576,7 +610,7 @@ func (v pyValue) writeJSON(b *strings.Builder) {
 			e.writeJSON(b)
 		}
 		b.WriteByte(']')
-	case pyDict:
+	case KindDict:
 		idx := make([]int, len(v.keys))
 		for i := range idx {
 			idx[i] = i
@@ -631,14 +665,14 @@ func writeJSONString(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// envString is the toolkit's encoding of a value in an SM_* variable: str
+// EnvString is the toolkit's encoding of a value in an SM_* variable: str
 // as is, None as "", anything else as compact sorted JSON.
-func (v pyValue) envString() string {
+func (v Value) EnvString() string {
 	switch v.kind {
-	case pyStr:
+	case KindStr:
 		return v.s
-	case pyNone:
+	case KindNone:
 		return ""
 	}
-	return v.jsonDumps()
+	return v.JSONDumps()
 }

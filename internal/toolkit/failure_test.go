@@ -1,4 +1,4 @@
-package training
+package toolkit
 
 import (
 	"os"
@@ -60,11 +60,11 @@ func TestErrorCaptureMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var c errorCapture
+			var c ErrorCapture
 			for _, l := range tt.lines {
-				c.add(l, code)
+				c.Add(l, code)
 			}
-			if got := c.message(code); got != tt.want {
+			if got := c.Message(code); got != tt.want {
 				t.Errorf("message =\n%s\nwant\n%s", got, tt.want)
 			}
 		})
@@ -72,32 +72,32 @@ func TestErrorCaptureMessage(t *testing.T) {
 }
 
 func TestExecuteUserScriptError(t *testing.T) {
-	got := executeUserScriptError(exitStatus{ExitCode: 1}, "ValueError: boom", []string{"/usr/bin/python3", "train.py", "--epochs", "1", "--name", "a b"})
+	got := ExecuteUserScriptError(1, "", "ValueError: boom", []string{"/usr/bin/python3", "train.py", "--epochs", "1", "--name", "a b"})
 	want := "ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ValueError: boom\"\nCommand \"/usr/bin/python3 train.py --epochs 1 --name 'a b'\""
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	killed := executeUserScriptError(exitStatus{ExitCode: 137, Signal: "SIGKILL"}, "", []string{"python"})
+	killed := ExecuteUserScriptError(137, "SIGKILL", "", []string{"python"})
 	if !strings.Contains(killed, "ExitCode 137\nErrorMessage \"\"\nExtraInfo \"OutOfMemory: Process killed by SIGKILL (signal 9)\"\nCommand \"python\"") {
 		t.Errorf("killed = %q", killed)
 	}
 }
 
 func TestFailureFile(t *testing.T) {
-	ws := workspace{root: t.TempDir()}
-	if err := ws.create(nil); err != nil {
+	ws := Workspace{Root: t.TempDir()}
+	if err := ws.Create(nil); err != nil {
 		t.Fatal(err)
 	}
-	text, err := writeFailureFile(ws, "generated")
+	text, err := WriteFailureFile(ws, "generated")
 	if err != nil || text != "generated" {
 		t.Fatalf("first write = %q, %v", text, err)
 	}
-	os.WriteFile(ws.failureFile(), []byte("the script's own words"), 0o644)
-	if text, _ := writeFailureFile(ws, "generated again"); text != "the script's own words" {
+	os.WriteFile(ws.FailureFile(), []byte("the script's own words"), 0o644)
+	if text, _ := WriteFailureFile(ws, "generated again"); text != "the script's own words" {
 		t.Errorf("a failure file the script wrote must win, got %q", text)
 	}
 	long := strings.Repeat("é", 2000)
-	r := algorithmError(long)
+	r := AlgorithmError(long)
 	if !strings.HasPrefix(r, "AlgorithmError: é") || len([]rune(r)) != len("AlgorithmError: ")+1024 {
 		t.Errorf("algorithmError keeps %d runes", len([]rune(r)))
 	}
@@ -105,7 +105,7 @@ func TestFailureFile(t *testing.T) {
 
 func TestInstallErrorFormat(t *testing.T) {
 	err := &jobErrorStub{"install requirements.txt: exit status 1: Collecting nope\nERROR: No matching distribution found for nope"}
-	got := installError("InstallRequirementsError", err, []string{"python", "-m", "pip", "install", "-r", "requirements.txt"})
+	got := InstallError("InstallRequirementsError", err, []string{"python", "-m", "pip", "install", "-r", "requirements.txt"})
 	if !strings.HasPrefix(got, "ClientError: InstallRequirementsError:\nExitCode 1\nErrorMessage \"") ||
 		!strings.Contains(got, "No matching distribution found for nope") ||
 		!strings.HasSuffix(got, "Command \"python -m pip install -r requirements.txt\"") {
@@ -118,7 +118,7 @@ type jobErrorStub struct{ s string }
 func (e *jobErrorStub) Error() string { return e.s }
 
 func TestMetrics(t *testing.T) {
-	m, bad := compileMetrics([]sagebox.MetricDefinition{
+	m, bad := CompileMetrics([]sagebox.MetricDefinition{
 		{Name: "train:loss", Regex: `loss=(.*?);`},
 		{Name: "acc", Regex: `acc: (?P<v>[0-9.]+)\Z`},
 		{Name: "whole", Regex: `[0-9]+ items`},
@@ -141,7 +141,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := map[string]float64{}
-		for _, p := range m.match(tt.line, ts) {
+		for _, p := range m.Match(tt.line, ts) {
 			got[p.Name] = p.Value
 			if !p.Timestamp.Equal(ts) {
 				t.Errorf("timestamp %v", p.Timestamp)
@@ -156,7 +156,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	fm := finalMetricData([]map[string]finalMetric{
+	fm := FinalMetricData([]map[string]FinalMetric{
 		{"loss": {Value: 0.5, TimeMS: 10}, "acc": {Value: 0.1, TimeMS: 30}},
 		{"loss": {Value: 0.4, TimeMS: 20}},
 	})

@@ -1,8 +1,7 @@
-package training
+package toolkit
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,7 +10,7 @@ import (
 	"testing"
 )
 
-func testSpec(t *testing.T) (*jobSpec, hostInfo, configFiles, platformEnv) {
+func testSpec(t *testing.T) (*Spec, Host, ConfigFiles, Platform) {
 	t.Helper()
 	hps := map[string]string{
 		"epochs": "10", "learning-rate": "0.001", "opt": `"adam"`, "x": "null", "layers": "[64, 32]",
@@ -29,41 +28,41 @@ func testSpec(t *testing.T) (*jobSpec, hostInfo, configFiles, platformEnv) {
 		withChannel("test-data", "s3://bkt/data/test", "ShardedByS3Key"))
 	job.InputDataConfig[0].ContentType = "text/csv"
 	job.Environment = map[string]string{"MY_FLAG": "1", "NCCL_DEBUG": "INFO"}
-	s, err := newJobSpec(job, "us-east-1")
+	s, err := NewSpec(job, "us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hostInfo{index: 1, name: "algo-2", ws: workspace{root: "/data/jobs/job-1/algo-2"}}
-	cf, err := s.configFiles("algo-2")
+	h := Host{Index: 1, Name: "algo-2", Workspace: Workspace{Root: "/data/jobs/job-1/algo-2"}}
+	cf, err := s.ConfigFiles("algo-2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := platformEnv{
-		base:       baseEnv([]string{"PATH=/usr/bin", "HOME=/root", "AWS_PROFILE=prod", "AWS_SECRET_ACCESS_KEY=real", "SM_HOSTS=stale", "PYTHONPATH=/existing"}),
-		endpoint:   "http://127.0.0.1:7070",
-		masterPort: 7777, runtimeDir: "/data/runtime/abc", torchVersion: "1.13.0", numCPUs: 16,
+	p := Platform{
+		Base:       BaseEnv([]string{"PATH=/usr/bin", "HOME=/root", "AWS_PROFILE=prod", "AWS_SECRET_ACCESS_KEY=real", "SM_HOSTS=stale", "PYTHONPATH=/existing"}),
+		Endpoint:   "http://127.0.0.1:7070",
+		MasterPort: 7777, RuntimeDir: "/data/runtime/abc", TorchVersion: "1.13.0", NumCPUs: 16,
 	}
 	return s, h, cf, p
 }
 
 func TestConfigFiles(t *testing.T) {
 	s, _, cf, _ := testSpec(t)
-	wantHPs, _ := json.Marshal(s.rawHPs)
-	if string(cf.hyperparameters) != string(wantHPs) {
-		t.Errorf("hyperparameters.json = %s", cf.hyperparameters)
+	wantHPs, _ := json.Marshal(s.RawHyperParameters)
+	if string(cf.HyperParameters) != string(wantHPs) {
+		t.Errorf("hyperparameters.json = %s", cf.HyperParameters)
 	}
-	if got, want := string(cf.inputData), `{"test-data":{"TrainingInputMode":"File","S3DistributionType":"ShardedByS3Key","RecordWrapperType":"None"},"train":{"ContentType":"text/csv","TrainingInputMode":"File","S3DistributionType":"FullyReplicated","RecordWrapperType":"None"}}`; got != want {
+	if got, want := string(cf.InputData), `{"test-data":{"TrainingInputMode":"File","S3DistributionType":"ShardedByS3Key","RecordWrapperType":"None"},"train":{"ContentType":"text/csv","TrainingInputMode":"File","S3DistributionType":"FullyReplicated","RecordWrapperType":"None"}}`; got != want {
 		t.Errorf("inputdataconfig.json =\n%s\nwant\n%s", got, want)
 	}
-	if got, want := string(cf.resource), `{"current_host":"algo-2","current_instance_type":"ml.m5.large","current_group_name":"homogeneousCluster","hosts":["algo-1","algo-2"],"instance_groups":[{"instance_group_name":"homogeneousCluster","instance_type":"ml.m5.large","hosts":["algo-1","algo-2"]}],"network_interface_name":"lo"}`; got != want {
+	if got, want := string(cf.Resource), `{"current_host":"algo-2","current_instance_type":"ml.m5.large","current_group_name":"homogeneousCluster","hosts":["algo-1","algo-2"],"instance_groups":[{"instance_group_name":"homogeneousCluster","instance_type":"ml.m5.large","hosts":["algo-1","algo-2"]}],"network_interface_name":"lo"}`; got != want {
 		t.Errorf("resourceconfig.json =\n%s\nwant\n%s", got, want)
 	}
 	dir := t.TempDir()
-	ws := workspace{root: dir}
-	if err := ws.create([]string{"train"}); err != nil {
+	ws := Workspace{Root: dir}
+	if err := ws.Create([]string{"train"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cf.write(ws); err != nil {
+	if err := cf.Write(ws); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"hyperparameters.json", "inputdataconfig.json", "resourceconfig.json"} {
@@ -81,7 +80,7 @@ func TestConfigFiles(t *testing.T) {
 
 func TestEnvVars(t *testing.T) {
 	s, h, cf, p := testSpec(t)
-	env := s.envVars(h, cf, p)
+	env := s.Env(h, cf, p)
 	ws := "/data/jobs/job-1/algo-2"
 	want := map[string]string{
 		"SM_HOSTS":                        `["algo-1","algo-2"]`,
@@ -178,7 +177,7 @@ func TestEnvVars(t *testing.T) {
 }
 
 func TestBaseEnvDropsServerSecrets(t *testing.T) {
-	got := baseEnv([]string{"PATH=/bin", "AWS_SESSION_TOKEN=x", "SM_MODEL_DIR=/x", "MASTER_PORT=1", "HOME=/h", "SAGEMAKER_PROGRAM=x",
+	got := BaseEnv([]string{"PATH=/bin", "AWS_SESSION_TOKEN=x", "SM_MODEL_DIR=/x", "MASTER_PORT=1", "HOME=/h", "SAGEMAKER_PROGRAM=x",
 		"SAGEBOX_CREDENTIALS=ALICE:alicesecret", "SAGEBOX_CREDENTIALS_FILE=/etc/sagebox/creds", "SAGEBOX_PYTHON=/usr/bin/python3"})
 	if strings.Join(got, " ") != "PATH=/bin HOME=/h" {
 		t.Errorf("baseEnv = %v", got)
@@ -189,15 +188,15 @@ func TestCommand(t *testing.T) {
 	hps := map[string]string{"epochs": "2", "name": `"a b"`, "sagemaker_program": `"train.py"`}
 	tests := []struct {
 		name string
-		kind entryKind
+		kind EntryKind
 		dist string
 		host int
 		want string
 	}{
-		{"script", entryProgram, "", 0, "/py train.py --epochs 2 --name 'a b'"},
-		{"package", entryPackage, "", 0, "/py -m train --epochs 2 --name 'a b'"},
-		{"command", entryCommand, "", 0, "/bin/sh -c './train.py --epochs 2 --name '\"'\"'a b'\"'\"''"},
-		{"torchrun", entryProgram, "sagemaker_torch_distributed_enabled", 1,
+		{"script", EntryProgram, "", 0, "/py train.py --epochs 2 --name 'a b'"},
+		{"package", EntryPackage, "", 0, "/py -m train --epochs 2 --name 'a b'"},
+		{"command", EntryCommand, "", 0, "/bin/sh -c './train.py --epochs 2 --name '\"'\"'a b'\"'\"''"},
+		{"torchrun", EntryProgram, "sagemaker_torch_distributed_enabled", 1,
 			"/py -m torch.distributed.run --nnodes 2 --nproc_per_node 1 --master_addr 127.0.0.1 --master_port 7777 --node_rank 1 --log_dir /state/torchrun --redirects 2 --tee 2 train.py --epochs 2 --name 'a b'"},
 	}
 	for _, tt := range tests {
@@ -209,30 +208,30 @@ func TestCommand(t *testing.T) {
 			if tt.dist != "" {
 				h[tt.dist] = "true"
 			}
-			s, err := newJobSpec(newTestJob("j", h, withHosts(2)), "us-east-1")
+			s, err := NewSpec(newTestJob("j", h, withHosts(2)), "us-east-1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			argv, passive, err := s.command(tt.kind, "/py", hostInfo{index: tt.host}, 7777, "/state")
+			argv, passive, err := s.Command(tt.kind, "/py", Host{Index: tt.host}, 7777, "/state")
 			if err != nil || passive {
 				t.Fatalf("command: %v passive=%v", err, passive)
 			}
-			if got := shellJoin(argv); got != tt.want {
+			if got := ShellJoin(argv); got != tt.want {
 				t.Errorf("argv = %s\nwant   %s", got, tt.want)
 			}
 		})
 	}
 	t.Run("torchrun needs a script", func(t *testing.T) {
-		s, _ := newJobSpec(newTestJob("j", map[string]string{"sagemaker_program": `"run.sh"`, "sagemaker_torch_distributed_enabled": "true"}), "")
-		if _, _, err := s.command(entryCommand, "/py", hostInfo{}, 1, "/s"); err == nil || !strings.HasPrefix(failureReason(err), "ClientError: torch_distributed needs") {
+		s, _ := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"run.sh"`, "sagemaker_torch_distributed_enabled": "true"}), "")
+		if _, _, err := s.Command(EntryCommand, "/py", Host{}, 1, "/s"); err == nil || !strings.HasPrefix(reasonText(err), "ClientError: torch_distributed needs") {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("mpi without mpirun", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
-		s, _ := newJobSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, "sagemaker_mpi_enabled": "true"}), "")
-		_, _, err := s.command(entryProgram, "/py", hostInfo{}, 1, "/s")
-		if err == nil || !strings.Contains(failureReason(err), "ClientError: distribution mpi runs the job with mpirun, which is not installed") {
+		s, _ := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, "sagemaker_mpi_enabled": "true"}), "")
+		_, _, err := s.Command(EntryProgram, "/py", Host{}, 1, "/s")
+		if err == nil || !strings.Contains(reasonText(err), "ClientError: distribution mpi runs the job with mpirun, which is not installed") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -240,54 +239,33 @@ func TestCommand(t *testing.T) {
 
 func TestEntryKind(t *testing.T) {
 	dir := t.TempDir()
-	for entry, want := range map[string]entryKind{"train.py": entryProgram, "run.sh": entryCommand, "train": entryCommand} {
-		if got := entryKindOf(entry, dir); got != want {
+	for entry, want := range map[string]EntryKind{"train.py": EntryProgram, "run.sh": EntryCommand, "train": EntryCommand} {
+		if got := EntryKindOf(entry, dir); got != want {
 			t.Errorf("entryKindOf(%s) = %v, want %v", entry, got, want)
 		}
 	}
 	os.WriteFile(filepath.Join(dir, "setup.py"), nil, 0o644)
-	if got := entryKindOf("train.py", dir); got != entryPackage {
+	if got := EntryKindOf("train.py", dir); got != EntryPackage {
 		t.Errorf("with setup.py: %v", got)
 	}
-	if got := entryKindOf("run.sh", dir); got != entryCommand {
+	if got := EntryKindOf("run.sh", dir); got != EntryCommand {
 		t.Errorf(".sh with setup.py: %v", got)
-	}
-}
-
-func TestGPUShare(t *testing.T) {
-	ids := func(n int) []string {
-		var out []string
-		for i := range n {
-			out = append(out, fmt.Sprintf("GPU-%d", i))
-		}
-		return out
-	}
-	tests := []struct {
-		gpus, host, n, count int
-		visible              string
-	}{
-		{0, 0, 2, 0, ""},
-		{8, 0, 1, 8, "GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7"},
-		{8, 1, 2, 4, "GPU-4,GPU-5,GPU-6,GPU-7"},
-		{1, 1, 2, 1, "GPU-0"},
-		{3, 1, 2, 1, "GPU-1"},
-		{2, 2, 3, 1, "GPU-0"},
-	}
-	for _, tt := range tests {
-		c, v := gpuShare(ids(tt.gpus), tt.host, tt.n)
-		if c != tt.count || v != tt.visible {
-			t.Errorf("gpuShare(%d GPUs, host %d of %d) = %d %q, want %d %q", tt.gpus, tt.host, tt.n, c, v, tt.count, tt.visible)
-		}
 	}
 }
 
 func TestJobGetsItsOwnKey(t *testing.T) {
 	s, h, cf, p := testSpec(t)
-	if env := s.envVars(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "sagebox" || env["AWS_SECRET_ACCESS_KEY"] != "sagebox" {
+	if env := s.Env(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "sagebox" || env["AWS_SECRET_ACCESS_KEY"] != "sagebox" {
 		t.Errorf("without a job key: %s/%s, want the dummy sagebox/sagebox", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
 	}
-	p.accessKeyID, p.secretKey = "SAGEBOXJOB-job-1", "derived"
-	if env := s.envVars(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "SAGEBOXJOB-job-1" || env["AWS_SECRET_ACCESS_KEY"] != "derived" {
+	p.AccessKeyID, p.SecretKey = "SAGEBOXJOB-job-1", "derived"
+	if env := s.Env(h, cf, p); env["AWS_ACCESS_KEY_ID"] != "SAGEBOXJOB-job-1" || env["AWS_SECRET_ACCESS_KEY"] != "derived" {
 		t.Errorf("job key: %s/%s, want SAGEBOXJOB-job-1/derived", env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
 	}
+}
+
+// reasonText is the FailureReason a toolkit error carries, "" for others.
+func reasonText(err error) string {
+	r, _ := Reason(err)
+	return r
 }

@@ -1,7 +1,7 @@
-package training
+package toolkit
 
 import (
-	"math"
+	"github.com/sagebox/sagebox/internal/pyvalue"
 	"strings"
 	"testing"
 )
@@ -51,32 +51,14 @@ func TestHyperparameterEncoding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
-			v := decodeHyperparameter(tt.raw)
+			v := pyvalue.Decode(tt.raw)
 			if got := argValue(v); got != tt.argv {
 				t.Errorf("argv value = %q, want %q", got, tt.argv)
 			}
-			if got := v.envString(); got != tt.env {
+			if got := v.EnvString(); got != tt.env {
 				t.Errorf("env value = %q, want %q", got, tt.env)
 			}
 		})
-	}
-}
-
-func TestPyFloatRepr(t *testing.T) {
-	tests := []struct {
-		f    float64
-		want string
-	}{
-		{0.001, "0.001"}, {1e-05, "1e-05"}, {0.0001, "0.0001"}, {1e-4, "0.0001"},
-		{1e16, "1e+16"}, {1e15, "1000000000000000.0"}, {123456789.0, "123456789.0"},
-		{1.5e-7, "1.5e-07"}, {-2.5, "-2.5"}, {0, "0.0"}, {math.Copysign(0, -1), "-0.0"},
-		{1e100, "1e+100"}, {1.0 / 3, "0.3333333333333333"}, {6.666666666666666e+19, "6.666666666666666e+19"},
-		{math.Inf(1), "inf"}, {math.NaN(), "nan"}, {5e-324, "5e-324"}, {12345.678, "12345.678"},
-	}
-	for _, tt := range tests {
-		if got := pyFloatRepr(tt.f); got != tt.want {
-			t.Errorf("pyFloatRepr(%v) = %q, want %q", tt.f, got, tt.want)
-		}
 	}
 }
 
@@ -86,35 +68,16 @@ func TestToCmdArgsReferenceExample(t *testing.T) {
 		"epochs": "10", "lr": "0.001", "use-cuda": "true", "opt": `"adam"`,
 		"layers": "[64, 32]", "cfg": `{"b": 2, "a": "x"}`, "x": "null", "b": "false",
 	}
-	spec, err := newJobSpec(jobWithHPs(hps), "us-east-1")
+	spec, err := NewSpec(jobWithHPs(hps), "us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := toCmdArgs(spec.userHPs)
+	got := toCmdArgs(spec.UserHyperParameters)
 	want := []string{"-b", "False", "--cfg", "a=x,b=2", "--epochs", "10", "--layers", "[64, 32]", "--lr", "0.001", "--opt", "adam", "--use-cuda", "True", "-x", ""}
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 		t.Fatalf("argv = %q\nwant   %q", got, want)
 	}
-	if s := shellJoin(got); s != "-b False --cfg a=x,b=2 --epochs 10 --layers '[64, 32]' --lr 0.001 --opt adam --use-cuda True -x ''" {
+	if s := ShellJoin(got); s != "-b False --cfg a=x,b=2 --epochs 10 --layers '[64, 32]' --lr 0.001 --opt adam --use-cuda True -x ''" {
 		t.Errorf("shell form = %s", s)
-	}
-}
-
-func TestParsePyJSONErrors(t *testing.T) {
-	for _, s := range []string{"", "{", "[1,]", "{'a': 1}", `"\x"`, "tru", `{"a" 1}`, "1 2", "\"a\nb\"", "-", "[1e]"} {
-		if _, err := parsePyJSON(s); err == nil {
-			t.Errorf("parsePyJSON(%q) succeeded, want an error", s)
-		}
-	}
-}
-
-func TestTruthy(t *testing.T) {
-	for raw, want := range map[string]bool{
-		"true": true, "false": false, "0": false, "1": true, "0.0": false, `""`: false, `"x"`: true,
-		"[]": false, "{}": false, "null": false, "True": true, "-0": false, "0.5": true,
-	} {
-		if got := decodeHyperparameter(raw).truthy(); got != want {
-			t.Errorf("truthy(%s) = %v, want %v", raw, got, want)
-		}
 	}
 }
