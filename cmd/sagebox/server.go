@@ -27,6 +27,7 @@ import (
 	"github.com/sagebox/sagebox/internal/staging/localobj"
 	"github.com/sagebox/sagebox/internal/sts"
 	"github.com/sagebox/sagebox/internal/training"
+	"github.com/sagebox/sagebox/internal/training/local"
 )
 
 // serverOptions are the flags of `sagebox server`.
@@ -43,6 +44,11 @@ type serverOptions struct {
 	stopGrace   time.Duration
 	logLevel    string
 	logFormat   string
+
+	allowLocalPaths []string
+	keepWorkspaces  time.Duration
+	keepFailed      time.Duration
+	capacity        capacityOptions
 }
 
 func newServerCmd(e *env) *cobra.Command {
@@ -74,6 +80,10 @@ to --region and the service addressed. --tls-cert and --tls-key serve HTTPS.`,
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.DurationVar(&o.bodyIdle, "body-idle-timeout", 60*time.Second, "drop a request whose body sends nothing for this long (0: never)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 30*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
+	f.StringArrayVar(&o.allowLocalPaths, "allow-local-paths", nil, "directory of this machine that jobs may name with file:// (repeatable); by default a loopback server allows any path and any other allows none")
+	f.DurationVar(&o.keepWorkspaces, "keep-workspaces", 0, "how long a finished job's workspace stays on disk after its artifacts are uploaded (0: removed at once)")
+	f.DurationVar(&o.keepFailed, "keep-failed-workspaces", 0, "the same for failed and stopped jobs, for debugging")
+	o.capacity.flags(f)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	return cmd
@@ -222,19 +232,36 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		}
 		jobCreds = keys.credentials
 	}
+	pool, hostRes, err := o.capacity.pool(len(devs))
+	if err != nil {
+		return err
+	}
+	logger.Info("capacity", "total", pool.Total().String(), "per_host", hostRes.String())
+	drv := local.New(local.Config{
+		DataDir:              dataDir,
+		Objects:              localobj.New(objects),
+		Python:               py,
+		RuntimeDir:           runtimeDir,
+		SagemakerEndpoint:    endpoint,
+		JobCredentials:       jobCreds,
+		ShimCommand:          []string{self, "exec-shim"},
+		GPUs:                 gpu.NewAllocator(devs, logger),
+		LocalPaths:           localPathPolicy(o.addr, o.allowLocalPaths),
+		KeepWorkspaces:       o.keepWorkspaces,
+		KeepFailedWorkspaces: o.keepFailed,
+		Logger:               logger,
+	})
+	drv.Sweep()
 	runner := training.NewRunner(training.Config{
-		DataDir:           dataDir,
-		Python:            py,
-		RuntimeDir:        runtimeDir,
-		SagemakerEndpoint: endpoint,
-		JobCredentials:    jobCreds,
-		Region:            o.region,
-		StopGrace:         o.stopGrace,
-		ShimCommand:       []string{self, "exec-shim"},
-		GPUs:              gpu.NewAllocator(devs, logger),
-	}, db, localobj.New(objects), logs, logger)
+		DataDir:       dataDir,
+		Driver:        drv,
+		Capacity:      pool,
+		HostResources: hostRes,
+		Region:        o.region,
+		StopGrace:     o.stopGrace,
+	}, db, logs, logger)
 
-	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID}, db, logs, runner, logger)
+	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID, MaxInstanceCount: maxHosts(pool, hostRes)}, db, logs, runner, logger)
 	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}
 	var auth router.Authenticator
 	if len(creds) > 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/sagebox/sagebox/internal/staging/s3obj"
 	"github.com/sagebox/sagebox/internal/toolkit"
 	"github.com/sagebox/sagebox/internal/training"
+	"github.com/sagebox/sagebox/internal/training/local"
 )
 
 // stageFlags are what `sagebox stage` and `sagebox collect` share: where
@@ -122,7 +123,7 @@ A problem with the job's inputs prints its FailureReason ("ClientError:
 }
 
 func stageHost(ctx context.Context, st *staging.Stager, job *sagebox.TrainingJob, region, host, root string) error {
-	in, err := training.JobInputs(job, region)
+	in, err := local.JobInputs(job, region)
 	if err != nil {
 		return err
 	}
@@ -200,7 +201,7 @@ container has ended), then collects as above.
 }
 
 func collect(ctx context.Context, st *staging.Stager, job *sagebox.TrainingJob, region string, roots []string, every time.Duration) (string, error) {
-	in, err := training.JobInputs(job, region)
+	in, err := local.JobInputs(job, region)
 	if err != nil {
 		return "", err
 	}

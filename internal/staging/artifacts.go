@@ -74,16 +74,29 @@ func (l outputLocation) key(elem ...string) string {
 	return path.Join(append([]string{l.prefix}, elem...)...)
 }
 
+// CheckOutput checks out's path before anything runs: a path sagebox
+// cannot write to fails the job at once, not after training.
+func (s *Stager) CheckOutput(out Output) error {
+	if out.Path == "" {
+		return nil
+	}
+	loc, err := parseOutputPath(out.Path)
+	if err == nil && loc.local != "" {
+		err = s.LocalPaths.check("S3OutputPath", loc.local)
+	}
+	return err
+}
+
 // UploadArtifacts packs and uploads the model and output data of trees
 // (the hosts, in order) and returns ModelArtifacts.S3ModelArtifacts.
 func (s *Stager) UploadArtifacts(ctx context.Context, out Output, trees []Tree) (string, error) {
 	if out.Path == "" {
 		return "", nil
 	}
-	loc, err := parseOutputPath(out.Path)
-	if err == nil && loc.local != "" {
-		err = s.LocalPaths.check("S3OutputPath", loc.local)
+	if err := s.CheckOutput(out); err != nil {
+		return "", err
 	}
+	loc, err := parseOutputPath(out.Path)
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,9 @@ type ClientError struct{ Err error }
 func (e *ClientError) Error() string { return "ClientError: " + e.Err.Error() }
 func (e *ClientError) Unwrap() error { return e.Err }
 
+// FailureReason is the job's FailureReason for this error.
+func (e *ClientError) FailureReason() string { return e.Error() }
+
 func clientErrorf(format string, args ...any) error {
 	return &ClientError{Err: fmt.Errorf(format, args...)}
 }

@@ -68,6 +68,7 @@ type Spec struct {
 	ModelParallel       bool
 	Hosts               []string
 	InstanceType        string
+	VolumeSizeInGB      int // ResourceConfig.VolumeSizeInGB; 0 when not given
 	Environment         map[string]string
 	Channels            []Channel
 	Metrics             []sagebox.MetricDefinition
@@ -155,6 +156,7 @@ func NewSpec(job *sagebox.TrainingJob, region string) (*Spec, error) {
 		if rc.InstanceType != "" {
 			s.InstanceType = rc.InstanceType
 		}
+		s.VolumeSizeInGB = rc.VolumeSizeInGB
 	}
 	count := 1
 	if job.ResourceConfig != nil && job.ResourceConfig.InstanceCount > 0 {
@@ -284,6 +286,9 @@ func (e *Error) Error() string { return e.Reason }
 
 // Unwrap is the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// FailureReason is the job's FailureReason for this error.
+func (e *Error) FailureReason() string { return e.Reason }
 
 // ClientErrorf is a failure caused by the job's own configuration or data:
 // its FailureReason is "ClientError: " and the message.

@@ -13,6 +13,7 @@ import (
 	"github.com/sagebox/sagebox/internal/staging"
 	"github.com/sagebox/sagebox/internal/staging/localobj"
 	"github.com/sagebox/sagebox/internal/toolkit"
+	"github.com/sagebox/sagebox/internal/training/local"
 )
 
 // Staging a channel (hard links out of the object store) against the
@@ -56,7 +57,7 @@ func benchStage(b *testing.B, copyChannels bool) {
 			e, _ := benchChannel(b, shape.count, shape.size)
 			st := &staging.Stager{Objects: localobj.New(e.store), CopyChannels: copyChannels}
 			ctx := context.Background()
-			spec := stagingChannel(toolkit.Channel{Name: "train", URI: "s3://bkt/bench/train/", DataType: "S3Prefix", Distribution: "FullyReplicated"})
+			spec := local.StagingChannel(toolkit.Channel{Name: "train", URI: "s3://bkt/bench/train/", DataType: "S3Prefix", Distribution: "FullyReplicated"})
 			b.SetBytes(int64(shape.count * shape.size))
 			b.ResetTimer()
 			for b.Loop() {
@@ -94,7 +95,7 @@ const trivialScript = "print('hello from the job')\n"
 // artifacts, and every status update. Compare with BenchmarkDirectPython.
 func BenchmarkJobOverhead(b *testing.B) {
 	requirePython(b)
-	e := newEnv(b, func(c *Config) { c.PollInterval = 20 * time.Millisecond })
+	e := newEnv(b, func(c *testConfig) { c.PollInterval = 20 * time.Millisecond })
 	hps := e.putSource("bench", map[string]string{"train.py": trivialScript})
 	e.putObject("bench/data/x.csv", []byte("1,2,3\n"))
 	i := 0

@@ -2,12 +2,14 @@ package training
 
 import (
 	"context"
-	"github.com/sagebox/sagebox/internal/toolkit"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sagebox/sagebox/internal/toolkit"
+	"github.com/sagebox/sagebox/internal/training/local"
 )
 
 // The placement rules, sharding, manifests and every error text are tested
@@ -30,24 +32,26 @@ func listDir(t *testing.T, dir string) []string {
 	return out
 }
 
-// channelJob is a jobRun of n hosts with fresh workspaces, ready to stage.
-func channelJob(t *testing.T, e *env, n int) *jobRun {
+// channelJob is a run of job name with n hosts and the given channels,
+// staged by drv's Prepare (the runner's own driver when drv is nil): jr's
+// hosts write their notes to the job's log streams.
+func channelJob(t *testing.T, e *env, drv *local.Driver, name string, n int, chans ...toolkit.Channel) (*jobRun, error) {
 	t.Helper()
 	ctx := context.Background()
-	job := newTestJob("ch", map[string]string{"sagemaker_program": `"train.py"`}, withHosts(n))
+	hps := e.putSource(name, map[string]string{"train.py": ""})
+	job := newTestJob(name, hps, withHosts(n))
 	spec, err := toolkit.NewSpec(job, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jr := newJobRun(e.runner, "ch")
+	spec.Channels = chans
+	jr := newJobRun(e.runner, name)
 	jr.spec = spec
 	jr.setupHosts(ctx, job)
-	for _, h := range jr.hosts {
-		if err := h.info.Workspace.Create([]string{"train"}); err != nil {
-			t.Fatal(err)
-		}
+	if drv == nil {
+		drv = e.driver
 	}
-	return jr
+	return jr, drv.Prepare(ctx, jr.job)
 }
 
 func TestStageS3PrefixHardLinks(t *testing.T) {
@@ -57,11 +61,11 @@ func TestStageS3PrefixHardLinks(t *testing.T) {
 		e.putObject(k, []byte("body of "+k))
 	}
 	c := toolkit.Channel{Name: "train", URI: "s3://bkt/data/train", DataType: "S3Prefix", Distribution: "FullyReplicated"}
-	jr := channelJob(t, e, 1)
-	if err := jr.stageChannel(ctx, c); err != nil {
+	jr, err := channelJob(t, e, nil, "ch", 1, c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	dest := jr.hosts[0].info.Workspace.ChannelDir("train")
+	dest := jr.job.Hosts[0].Workspace.ChannelDir("train")
 	if got := strings.Join(listDir(t, dest), ","); got != "a/b.csv,c.csv,train2/d.csv" {
 		t.Fatalf("staged %s", got)
 	}
@@ -79,13 +83,13 @@ func TestStageS3PrefixHardLinks(t *testing.T) {
 	}
 
 	t.Run("copy mode", func(t *testing.T) {
-		e.runner.cfg.CopyChannels = true
-		defer func() { e.runner.cfg.CopyChannels = false }()
-		jr := channelJob(t, e, 1)
-		if err := jr.stageChannel(ctx, c); err != nil {
+		lc := e.cfg.Local
+		lc.CopyChannels = true
+		jr, err := channelJob(t, e, local.New(lc), "ch-copy", 1, c)
+		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(jr.hosts[0].info.Workspace.ChannelDir("train"), "a", "b.csv")
+		p := filepath.Join(jr.job.Hosts[0].Workspace.ChannelDir("train"), "a", "b.csv")
 		cp, _ := os.Stat(p)
 		if os.SameFile(a, cp) {
 			t.Error("copy mode produced a hard link")
@@ -101,13 +105,13 @@ func TestShardedChannelPerHost(t *testing.T) {
 	for _, k := range []string{"shards/p0", "shards/p1", "shards/p2"} {
 		e.putObject(k, []byte(k))
 	}
-	jr := channelJob(t, e, 2)
-	if err := jr.stageChannel(context.Background(), toolkit.Channel{Name: "train", URI: "s3://bkt/shards/", DataType: "S3Prefix", Distribution: "ShardedByS3Key"}); err != nil {
+	jr, err := channelJob(t, e, nil, "ch", 2, toolkit.Channel{Name: "train", URI: "s3://bkt/shards/", DataType: "S3Prefix", Distribution: "ShardedByS3Key"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []string{"p0,p2", "p1"} {
-		if got := strings.Join(listDir(t, jr.hosts[i].info.Workspace.ChannelDir("train")), ","); got != want {
-			t.Errorf("%s got %s, want %s", jr.hosts[i].info.Name, got, want)
+		if got := strings.Join(listDir(t, jr.job.Hosts[i].Workspace.ChannelDir("train")), ","); got != want {
+			t.Errorf("%s got %s, want %s", jr.job.Hosts[i].Name, got, want)
 		}
 	}
 	// Each host's note goes to its own stream only.
@@ -133,7 +137,7 @@ func TestChannelFailureReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := channelJob(t, e, 1).stageChannel(context.Background(), tt.spec)
+			_, err := channelJob(t, e, nil, "ch-"+strings.ReplaceAll(tt.name, " ", "-"), 1, tt.spec)
 			if err == nil || !strings.HasPrefix(failureReason(err), tt.want) {
 				t.Errorf("reason = %v\nwant prefix %s", err, tt.want)
 			}
@@ -146,9 +150,12 @@ func TestChannelFailureReasons(t *testing.T) {
 func TestStagingClientErrorReason(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	jr := channelJob(t, e, 1)
+	jr, err := channelJob(t, e, nil, "ch", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	jr.spec.OutputPath = "s3://nobucket/out"
-	_, err := jr.uploadArtifacts(ctx)
+	_, err = e.driver.Collect(ctx, jr.job)
 	if r, ok := jobReason(err); !ok || r != `ClientError: output bucket "nobucket" does not exist` {
 		t.Errorf("reason %q %v (err %v)", r, ok, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/objectstore"
+	"github.com/sagebox/sagebox/internal/staging/localobj"
 	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
@@ -30,6 +31,7 @@ func TestCheckpointSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.store = store
+	e.cfg.Local.Objects = localobj.New(store)
 	e.runner = e.newRunner()
 	e.putObject("ck/run1/old.pt", []byte("restored"))
 	spec, err := toolkit.NewSpec(newTestJob("ck", map[string]string{"sagemaker_program": `"train.py"`}, withHosts(2), func(j *sagebox.TrainingJob) {
@@ -38,34 +40,31 @@ func TestCheckpointSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hps := e.putSource("ck", map[string]string{"train.py": ""})
+	spec.SubmitDir = hps["sagemaker_submit_directory"][1 : len(hps["sagemaker_submit_directory"])-1]
 	jr := newJobRun(e.runner, "ck")
 	jr.spec = spec
 	jr.setupHosts(ctx, newTestJob("ck", nil))
-	for _, h := range jr.hosts {
-		if err := h.info.Workspace.Create(nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := jr.downloadCheckpoints(ctx); err != nil {
+	if err := e.driver.Prepare(ctx, jr.job); err != nil { // downloads the checkpoints
 		t.Fatal(err)
 	}
-	for _, h := range jr.hosts {
-		b, err := os.ReadFile(filepath.Join(h.info.Workspace.CheckpointDir(), "old.pt"))
+	for _, h := range jr.job.Hosts {
+		b, err := os.ReadFile(filepath.Join(h.Workspace.CheckpointDir(), "old.pt"))
 		if err != nil || string(b) != "restored" {
-			t.Fatalf("%s: restored checkpoint = %q, %v", h.info.Name, b, err)
+			t.Fatalf("%s: restored checkpoint = %q, %v", h.Name, b, err)
 		}
 		src, _ := e.store.FilePath(ctx, "bkt", "ck/run1/old.pt")
 		a, _ := os.Stat(src)
-		c, _ := os.Stat(filepath.Join(h.info.Workspace.CheckpointDir(), "old.pt"))
+		c, _ := os.Stat(filepath.Join(h.Workspace.CheckpointDir(), "old.pt"))
 		if os.SameFile(a, c) {
 			t.Error("a restored checkpoint must be a copy, not a hard link")
 		}
 	}
-	h1 := jr.hosts[0].info.Workspace.CheckpointDir()
+	h1 := jr.job.Hosts[0].Workspace.CheckpointDir()
 	os.WriteFile(filepath.Join(h1, "epoch-1.pt"), []byte("e1"), 0o644)
 	os.MkdirAll(filepath.Join(h1, "sub"), 0o755)
 	os.WriteFile(filepath.Join(h1, "sub", "x.pt"), []byte("x"), 0o644)
-	if err := jr.syncCheckpoints(ctx); err != nil {
+	if err := e.driver.SyncCheckpoints(ctx, jr.job); err != nil {
 		t.Fatal(err)
 	}
 	if string(e.getObject("ck/run1/epoch-1.pt")) != "e1" || string(e.getObject("ck/run1/sub/x.pt")) != "x" {
@@ -74,7 +73,7 @@ func TestCheckpointSync(t *testing.T) {
 	first, _ := e.store.Stat(ctx, "bkt", "ck/run1/epoch-1.pt")
 	oldInfo, _ := e.store.Stat(ctx, "bkt", "ck/run1/old.pt")
 	os.WriteFile(filepath.Join(h1, "sub", "x.pt"), []byte("x2"), 0o644)
-	if err := jr.syncCheckpoints(ctx); err != nil {
+	if err := e.driver.SyncCheckpoints(ctx, jr.job); err != nil {
 		t.Fatal(err)
 	}
 	if string(e.getObject("ck/run1/sub/x.pt")) != "x2" {

@@ -32,11 +32,11 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 			jr.abort(ctx, err)
 			return
 		}
-		if err := jr.syncCheckpoints(ctx); err != nil && ctx.Err() == nil {
+		if err := jr.r.driver.SyncCheckpoints(ctx, jr.job); err != nil && ctx.Err() == nil {
 			jr.log.Warn("final checkpoint sync failed", "err", err)
 			jr.note(ctx, jr.hosts, "final checkpoint sync failed: %v", err)
 		}
-		uri, err := jr.uploadArtifacts(ctx)
+		uri, err := jr.r.driver.Collect(ctx, jr.job)
 		if ctx.Err() != nil {
 			return // closing: Recover redoes the upload
 		}
@@ -70,5 +70,17 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 		jr.abort(ctx, err)
 		return
 	}
+	jr.release(o.Status != sagebox.StatusCompleted)
 	jr.log.Info("training job ended", "status", o.Status, "secondary", o.Secondary, "reason", o.FailureReason)
+}
+
+// release gives back what the ended job held: its place in the machine's
+// capacity, and whatever the driver holds for it (devices, workspaces).
+func (jr *jobRun) release(failed bool) {
+	if c := jr.r.cfg.Capacity; c != nil {
+		c.Release(jr.capacityOwner())
+	}
+	if jr.job != nil {
+		jr.r.driver.Release(jr.job, failed)
+	}
 }

@@ -53,7 +53,7 @@ func TestJobsGetTheirOwnGPUs(t *testing.T) {
 	requirePython(t)
 	t.Parallel()
 	alloc := gpu.NewAllocator(fakeGPUs(4), slog.New(slog.DiscardHandler))
-	e := newEnv(t, func(c *Config) { c.GPUs = alloc })
+	e := newEnv(t, func(c *testConfig) { c.Local.GPUs = alloc })
 	gate := filepath.Join(t.TempDir(), "go")
 	alloc.Reserve("an endpoint instance", 1) // holds GPU-fake-0
 
@@ -79,7 +79,7 @@ func TestJobsGetTheirOwnGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	alloc = gpu.NewAllocator(fakeGPUs(4), slog.New(slog.DiscardHandler))
-	e.cfg.GPUs = alloc
+	e.cfg.Local.GPUs = alloc
 	e.runner = e.newRunner()
 	if err := e.runner.Recover(context.Background()); err != nil {
 		t.Fatal(err)
@@ -119,32 +119,5 @@ func TestJobsGetTheirOwnGPUs(t *testing.T) {
 		}
 		alloc.Release("after")
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func TestGPUShare(t *testing.T) {
-	ids := func(n int) []string {
-		var out []string
-		for i := range n {
-			out = append(out, fmt.Sprintf("GPU-%d", i))
-		}
-		return out
-	}
-	tests := []struct {
-		gpus, host, n, count int
-		visible              string
-	}{
-		{0, 0, 2, 0, ""},
-		{8, 0, 1, 8, "GPU-0,GPU-1,GPU-2,GPU-3,GPU-4,GPU-5,GPU-6,GPU-7"},
-		{8, 1, 2, 4, "GPU-4,GPU-5,GPU-6,GPU-7"},
-		{1, 1, 2, 1, "GPU-0"},
-		{3, 1, 2, 1, "GPU-1"},
-		{2, 2, 3, 1, "GPU-0"},
-	}
-	for _, tt := range tests {
-		c, v := gpuShare(ids(tt.gpus), tt.host, tt.n)
-		if c != tt.count || v != tt.visible {
-			t.Errorf("gpuShare(%d GPUs, host %d of %d) = %d %q, want %d %q", tt.gpus, tt.host, tt.n, c, v, tt.count, tt.visible)
-		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 	"github.com/sagebox/sagebox/internal/staging/localobj"
+	"github.com/sagebox/sagebox/internal/training/local"
 )
 
 // TestMain doubles as the shim: the runner under test starts this test
@@ -288,16 +289,17 @@ type env struct {
 	logs    *memLogs
 	sink    *fakeLogs
 	runner  *Runner
-	cfg     Config
+	cfg     testConfig
+	driver  *local.Driver
 }
 
-func newEnv(t testing.TB, tweak ...func(*Config)) *env {
+func newEnv(t testing.TB, tweak ...func(*testConfig)) *env {
 	t.Helper()
 	return newEnvAt(t, t.TempDir(), tweak...)
 }
 
 // newEnvAt is newEnv on dir, which may hold an earlier env's data.
-func newEnvAt(t testing.TB, dir string, tweak ...func(*Config)) *env {
+func newEnvAt(t testing.TB, dir string, tweak ...func(*testConfig)) *env {
 	t.Helper()
 	store, err := objectstore.OpenWithOptions(filepath.Join(dir, "s3"), objectstore.Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -312,15 +314,23 @@ func newEnvAt(t testing.TB, dir string, tweak ...func(*Config)) *env {
 	jobs, mem := newMemJobs()
 	sink, logs := newMemLogs()
 	e := &env{t: t, dataDir: dir, store: store, jobs: jobs, mem: mem, logs: logs, sink: sink}
-	e.cfg = Config{
-		DataDir:            dir,
-		Python:             pyruntime.Interpreter{Path: testPython, Source: "test"},
-		SagemakerEndpoint:  "http://127.0.0.1:9",
-		Region:             "us-east-1",
-		StopGrace:          5 * time.Second,
-		ShimCommand:        []string{os.Args[0], "exec-shim"},
-		PollInterval:       50 * time.Millisecond,
-		CheckpointInterval: 200 * time.Millisecond,
+	e.cfg = testConfig{
+		Config: Config{
+			DataDir:            dir,
+			Region:             "us-east-1",
+			StopGrace:          5 * time.Second,
+			PollInterval:       50 * time.Millisecond,
+			CheckpointInterval: 200 * time.Millisecond,
+		},
+		Local: local.Config{
+			DataDir:           dir,
+			Objects:           localobj.New(store),
+			Python:            pyruntime.Interpreter{Path: testPython, Source: "test"},
+			SagemakerEndpoint: "http://127.0.0.1:9",
+			ShimCommand:       []string{os.Args[0], "exec-shim"},
+			// Tests read finished jobs' workspaces.
+			KeepWorkspaces: time.Hour, KeepFailedWorkspaces: time.Hour,
+		},
 	}
 	for _, f := range tweak {
 		f(&e.cfg)
@@ -330,8 +340,21 @@ func newEnvAt(t testing.TB, dir string, tweak ...func(*Config)) *env {
 	return e
 }
 
+// testConfig is a runner's and its local driver's configuration together,
+// so that a test tweaks either in one function.
+type testConfig struct {
+	Config
+	Local local.Config
+}
+
 func (e *env) newRunner() *Runner {
-	return NewRunner(e.cfg, e.jobs, localobj.New(e.store), e.sink, slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	logger := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lc := e.cfg.Local
+	lc.Logger = logger
+	e.driver = local.New(lc)
+	cfg := e.cfg.Config
+	cfg.Driver = e.driver
+	return NewRunner(cfg, e.jobs, e.sink, logger)
 }
 
 // cleanup closes the runner and kills every process a job left behind.

@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/capacity"
 	"github.com/sagebox/sagebox/internal/toolkit"
+	"github.com/sagebox/sagebox/internal/training/driver"
 )
 
 // jobRun is one job while this runner supervises it.
@@ -29,12 +29,10 @@ type jobRun struct {
 	wake       chan struct{}
 
 	spec          *toolkit.Spec
+	job           *driver.Job // what the driver sees of this run
 	hosts         []*hostRun
 	metrics       *toolkit.MetricMatcher
 	trainingStart time.Time
-	ckpts         *staging.Checkpoints
-	ckptsDone     bool
-	gpus          []string // CUDA_VISIBLE_DEVICES entries the job holds
 }
 
 func newJobRun(r *Runner, name string) *jobRun {
@@ -87,6 +85,9 @@ func (jr *jobRun) runFromStart(ctx context.Context) {
 		jr.end(ctx, failedOutcome(failureReason(err), false))
 		return
 	}
+	if !jr.admit(ctx) {
+		return
+	}
 	job, err = jr.r.transition(ctx, jr.name, sagebox.SecondaryDownloading, msgDownloading, func(j *sagebox.TrainingJob) {
 		if j.TrainingStartTime == nil {
 			j.TrainingStartTime = sagebox.NewTime(jr.r.now())
@@ -116,9 +117,9 @@ func (jr *jobRun) runFromStart(ctx context.Context) {
 		return
 	}
 	jr.trainingStart = trainingStartOf(job, jr.r.now())
-	python, kind, err := jr.install(sctx)
+	err = jr.r.driver.Install(sctx, jr.job)
 	if err == nil {
-		err = jr.launchAll(sctx, python, kind)
+		err = jr.launchAll(sctx)
 	}
 	if err != nil {
 		jr.failBeforeLaunch(ctx, err)
@@ -155,7 +156,7 @@ func (jr *jobRun) failBeforeLaunch(ctx context.Context, err error) {
 		for _, h := range jr.hosts {
 			if !h.launched && !h.done {
 				h.done, h.failure = true, failureReason(err)
-				h.exit = exitStatus{ExitCode: 1, EndedAt: time.Time{}}
+				h.exit = driver.Result{ExitCode: 1}
 			}
 		}
 		if o, ok := jr.supervise(ctx); ok {
@@ -194,167 +195,145 @@ func (jr *jobRun) maxRuntime() time.Duration {
 	return jr.spec.MaxRuntime
 }
 
-// setupHosts computes each host's paths and log stream (no disk access
-// beyond reading saved tail state).
+// setupHosts names the hosts and their log streams, and makes the
+// driver's view of this run; the driver fills in where each host lives.
 func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
 	s := jr.spec
 	start := jr.r.now()
 	if job.TrainingStartTime != nil {
 		start = job.TrainingStartTime.Time
 	}
-	jr.gpus = jr.reserveGPUs(len(s.Hosts))
+	jr.job = &driver.Job{Name: jr.name, Spec: s, StateDir: jr.r.stateDir(jr.name)}
+	jr.job.Notes = func(idx []int, msg string) {
+		var hosts []*hostRun
+		for _, i := range idx {
+			if i >= 0 && i < len(jr.hosts) {
+				hosts = append(hosts, jr.hosts[i])
+			}
+		}
+		jr.note(ctx, hosts, "%s", msg)
+	}
 	jr.hosts = nil
 	for i, name := range s.Hosts {
-		info := toolkit.Host{Index: i, Name: name, Workspace: toolkit.Workspace{Root: filepath.Join(jr.r.jobDir(jr.name), name)}}
-		info.NumGPUs, info.CUDADevices = gpuShare(jr.gpus, i, len(s.Hosts))
+		jr.job.Hosts = append(jr.job.Hosts, toolkit.Host{Index: i, Name: name})
 		h := &hostRun{
-			info:     info,
+			index:    i,
+			name:     name,
 			stateDir: filepath.Join(jr.r.stateDir(jr.name), name),
 			stream:   fmt.Sprintf("%s/%s-%d", jr.name, name, start.Unix()),
 			log:      jr.log.With("host", name),
 		}
-		h.tail = &tailer{logPath: h.path(fileOutput), statePath: h.path(fileTail)}
+		h.tail = &tailer{statePath: h.path(fileTail)}
 		jr.hosts = append(jr.hosts, h)
 	}
+	jr.job.Output = &lineWriter{jr: jr, ctx: ctx, hosts: jr.hosts}
 }
 
-// fileGPUs records the GPUs a job's processes were started with, so that
-// a recovered job claims the same ones.
-const fileGPUs = "gpus.json"
-
-func (jr *jobRun) gpuOwner() string { return "training-job/" + jr.name }
-
-// reserveGPUs holds the job's GPUs: every free one, split evenly between
-// its n hosts (at least one each, shared when none is free), or, for a job
-// that already ran here (a recovery), the ones it recorded.
-func (jr *jobRun) reserveGPUs(n int) []string {
-	a := jr.r.cfg.GPUs
-	if a == nil {
-		return nil
+// codeDir is host i's code directory as its script sees it, for the
+// traceback capture ("" until the driver placed the host).
+func (jr *jobRun) codeDir(i int) string {
+	if ws := jr.job.Hosts[i].Workspace; ws.Root != "" {
+		return ws.CodeDir()
 	}
-	var had []string
-	if err := readJSON(filepath.Join(jr.r.stateDir(jr.name), fileGPUs), &had); err == nil {
-		return a.Claim(jr.gpuOwner(), had)
-	}
-	a.Release(jr.gpuOwner()) // a second setup of the same run starts over
-	return a.ReserveFree(jr.gpuOwner(), n, n)
+	return ""
 }
 
-// gpuShare splits the job's GPUs between its simulated hosts, in equal
-// disjoint parts: n hosts on one machine must not all claim every GPU.
-// With fewer GPUs than hosts, each host gets one, round-robin. Hosts get
-// CUDA_VISIBLE_DEVICES whenever there are GPUs, so a job sees only its own.
-func gpuShare(ids []string, host, n int) (count int, visible string) {
-	if len(ids) == 0 {
-		return 0, ""
+// capacityOwner is the job's name in the machine's budget.
+func (jr *jobRun) capacityOwner() string { return "training-job/" + jr.name }
+
+// admit waits until the job's hosts fit the machine's capacity (in
+// arrival order, the job staying InProgress/Starting with a message that
+// says so). false means the job ended (stopped while waiting) or the
+// runner is closing.
+func (jr *jobRun) admit(ctx context.Context) bool {
+	c := jr.r.cfg.Capacity
+	if c == nil {
+		return true
 	}
-	per := len(ids) / max(n, 1)
-	if per == 0 {
-		return 1, ids[host%len(ids)]
+	want := jr.r.hostsResources(len(jr.spec.Hosts))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jr.mu.Lock()
+	jr.cancelPrep = cancel
+	stopped := jr.stopReason != ""
+	jr.mu.Unlock()
+	if stopped {
+		cancel()
 	}
-	return per, strings.Join(ids[host*per:(host+1)*per], ",")
+	noted := make(chan struct{})
+	go func() { // say why it waits, once it does
+		defer close(noted)
+		select {
+		case <-wctx.Done():
+		case <-time.After(100 * time.Millisecond):
+			msg := fmt.Sprintf("Waiting for capacity: the job's %d instance(s) need %s, and other jobs or endpoints hold the machine's", len(jr.spec.Hosts), want)
+			if _, err := jr.r.transition(context.WithoutCancel(ctx), jr.name, sagebox.SecondaryStarting, msg, nil); err != nil {
+				jr.log.Warn("recording the wait for capacity failed", "err", err)
+			}
+		}
+	}()
+	err := c.Reserve(wctx, jr.capacityOwner(), want)
+	cancel()
+	<-noted
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+		return false // closing: Recover starts over
+	case jr.stopRequested() != "":
+		jr.end(ctx, stoppedOutcome(jr.stopRequested(), false, jr.maxRuntime()))
+	default:
+		jr.end(ctx, failedOutcome("ClientError: "+err.Error(), false))
+	}
+	return false
 }
 
-// prepare builds every host's workspace and state directory: config files,
-// channels, source directory, checkpoints. A stop cancels it.
+// hostsResources is what n hosts take from the machine's capacity.
+func (r *Runner) hostsResources(n int) capacity.Resources {
+	h := r.cfg.HostResources
+	return capacity.Resources{Slots: h.Slots * n, MemoryMiB: h.MemoryMiB * int64(n), GPUs: h.GPUs * n}
+}
+
+// prepare clears the run's state and has the driver stage every host. A
+// stop cancels it.
 func (jr *jobRun) prepare(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s := jr.spec
 	if err := os.RemoveAll(jr.r.stateDir(jr.name)); err != nil {
 		return fmt.Errorf("clear job state: %w", err)
 	}
-	var names []string
-	for _, c := range s.Channels {
-		names = append(names, c.Name)
-	}
 	for _, h := range jr.hosts {
-		if err := h.info.Workspace.Create(names); err != nil {
-			return err
-		}
 		if err := os.MkdirAll(h.stateDir, 0o755); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}
 		h.tail.st = tailState{}
-		cf, err := s.ConfigFiles(h.info.Name)
-		if err != nil {
-			return err
-		}
-		if err := cf.Write(h.info.Workspace); err != nil {
-			return err
-		}
 	}
-	if jr.r.cfg.GPUs != nil {
-		if err := writeJSONAtomic(filepath.Join(jr.r.stateDir(jr.name), fileGPUs), append([]string{}, jr.gpus...)); err != nil {
-			return fmt.Errorf("record the job's GPUs: %w", err)
-		}
-	}
-	for _, c := range s.Channels {
-		if err := jr.stageChannel(ctx, c); err != nil {
-			return err
-		}
-	}
-	for _, h := range jr.hosts {
-		if err := jr.r.stageSourceDir(ctx, s, h.info.Workspace); err != nil {
-			return err
-		}
-	}
-	return jr.downloadCheckpoints(ctx)
+	return jr.r.driver.Prepare(ctx, jr.job)
 }
 
-// launchAll starts every host's process through the shim.
-func (jr *jobRun) launchAll(ctx context.Context, python string, kind toolkit.EntryKind) error {
-	torchVer := jr.r.probe(ctx)
-	port := toolkit.FreePort()
-	base := toolkit.BaseEnv(jr.r.environ())
-	// Only scripts that run once per host and find each other by name need
-	// the names to resolve; torchrun and mpirun rendezvous on 127.0.0.1, and
-	// torch's c10d store cannot start its server under nss_wrapper.
-	nssWrapper := ""
-	if jr.spec.Dist == toolkit.DistNone && len(jr.spec.Hosts) > 1 {
-		nssWrapper = toolkit.FindNSSWrapper()
-	}
+// launchAll starts every host's task.
+func (jr *jobRun) launchAll(ctx context.Context) error {
 	for _, h := range jr.hosts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		argv, passive, err := jr.spec.Command(kind, python, h.info, port, h.stateDir)
+		t, err := jr.r.driver.Start(ctx, jr.job, h.index)
 		if err != nil {
 			return err
 		}
-		if passive {
-			h.rec = launchRecord{Passive: true, StartedAt: jr.r.now()}
-			h.launched = true
-			if err := writeJSONAtomic(h.path(fileShim), h.rec); err != nil {
-				return err
-			}
-			jr.note(ctx, []*hostRun{h}, "%s is an MPI worker: mpirun on %s starts its processes", h.info.Name, jr.spec.Hosts[0])
-			continue
-		}
-		cf, err := jr.spec.ConfigFiles(h.info.Name)
-		if err != nil {
-			return err
-		}
-		hostsFile := ""
-		if nssWrapper != "" {
-			if hostsFile, err = toolkit.WriteHostsFile(h.stateDir, jr.spec.Hosts); err != nil {
-				return fmt.Errorf("write hosts file: %w", err)
-			}
-		}
-		pe := toolkit.Platform{
-			Base: base, Endpoint: jr.r.cfg.SagemakerEndpoint, MasterPort: port,
-			RuntimeDir: jr.r.cfg.RuntimeDir, TorchVersion: torchVer, NumCPUs: numCPUs(),
-			NSSWrapper: nssWrapper, HostsFile: hostsFile,
-		}
-		if jr.r.cfg.JobCredentials != nil {
-			pe.AccessKeyID, pe.SecretKey = jr.r.cfg.JobCredentials(jr.spec.Name)
-		}
-		env := jr.spec.Env(h.info, cf, pe)
-		if err := jr.r.startShim(ctx, h, argv, toolkit.EnvironList(env), jr.poke); err != nil {
-			return err
-		}
-		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", toolkit.ShellJoin(argv))
+		jr.attach(h, t)
 	}
 	return nil
+}
+
+// attach makes t host h's task and wakes the supervise loop when it ends.
+// The watcher is not tracked by Close: the task deliberately outlives the
+// runner.
+func (jr *jobRun) attach(h *hostRun, t driver.Task) {
+	h.task, h.launched = t, true
+	h.tail.out = t.Output()
+	if done := t.Done(); done != nil {
+		go func() { <-done; jr.poke() }()
+	}
 }

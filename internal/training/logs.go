@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -47,15 +46,15 @@ type tailState struct {
 	Capture toolkit.ErrorCapture           `json:"capture"`
 }
 
-// tailer reads one host's output.log.
+// tailer reads one host's output (its task's append-only log).
 type tailer struct {
-	logPath   string
+	out       io.ReaderAt // nil until the task is known: nothing to read
 	statePath string
 	st        tailState
 }
 
 func openTailer(stateDir string) (*tailer, error) {
-	t := &tailer{logPath: filepath.Join(stateDir, fileOutput), statePath: filepath.Join(stateDir, fileTail)}
+	t := &tailer{statePath: filepath.Join(stateDir, fileTail)}
 	if err := readJSON(t.statePath, &t.st); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -65,14 +64,10 @@ func openTailer(stateDir string) (*tailer, error) {
 // read returns the complete lines written after the saved offset and the
 // offset after them. With final, a trailing line without "\n" counts too.
 func (t *tailer) read(final bool) (lines []string, next int64, err error) {
-	f, err := os.Open(t.logPath)
-	if errors.Is(err, fs.ErrNotExist) {
+	if t.out == nil {
 		return nil, t.st.Offset, nil
 	}
-	if err != nil {
-		return nil, t.st.Offset, fmt.Errorf("open output log: %w", err)
-	}
-	defer f.Close()
+	f := t.out
 	buf := make([]byte, 0, 64<<10)
 	next = t.st.Offset
 	for {
@@ -149,7 +144,7 @@ func (jr *jobRun) pumpLogs(ctx context.Context, h *hostRun, final bool) error {
 			} else {
 				points = append(points, jr.metrics.Match(line, ts)...)
 			}
-			st.Capture.Add(msg, h.info.Workspace.CodeDir())
+			st.Capture.Add(msg, jr.codeDir(h.index))
 			if strings.TrimSpace(msg) != "" {
 				events = append(events, sagebox.LogEvent{Timestamp: nowMS, Message: msg})
 			}
@@ -212,7 +207,7 @@ func (jr *jobRun) appendLines(ctx context.Context, hosts []*hostRun, lines []str
 	}
 	for _, h := range hosts {
 		if err := jr.r.logs.Append(context.WithoutCancel(ctx), sagebox.TrainingLogGroup, h.stream, events); err != nil {
-			jr.log.Warn("appending to log stream failed", "host", h.info.Name, "err", err)
+			jr.log.Warn("appending to log stream failed", "host", h.name, "err", err)
 		}
 	}
 }

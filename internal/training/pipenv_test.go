@@ -39,7 +39,7 @@ func TestRequirementsGetTheJobsEnvironment(t *testing.T) {
 		"AWS_SECRET_ACCESS_KEY=server-aws-secret", "AWS_ACCESS_KEY_ID=AKIASERVER",
 		"SAGEBOX_CREDENTIALS=AKIASERVER:server-sigv4-secret",
 	}
-	e := newEnv(t, func(c *Config) { c.Environ = server })
+	e := newEnv(t, func(c *testConfig) { c.Local.Environ = server })
 	jobs := map[string]map[string]string{
 		// A script with a requirements.txt: pyruntime.InstallRequirements.
 		"pip-requirements": {"train.py": "print('trained')\n", "requirements.txt": dep + "\n"},

@@ -135,7 +135,7 @@ func TestCrashInLaunchWindowHelper(t *testing.T) {
 	}
 	runs := os.Getenv("SAGEBOX_LAUNCH_CRASH_RUNS")
 	state := filepath.Join(dir, "jobs", "race", ".sagebox", "algo-1")
-	e := newEnvAt(t, dir, func(c *Config) {
+	e := newEnvAt(t, dir, func(c *testConfig) {
 		c.Now = func() time.Time {
 			if supervisorRunning(state) {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

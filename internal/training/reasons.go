@@ -4,8 +4,6 @@ import (
 	"errors"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/staging"
-	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // failureReason gives the FailureReason for err.
@@ -16,15 +14,16 @@ func failureReason(err error) string {
 	return sagebox.TruncateRunes("InternalServerError: "+err.Error(), sagebox.MaxFailureReason)
 }
 
-// jobReason is the formatted FailureReason err carries, if any: a
-// *toolkit.Error's, or a staging.ClientError's ("ClientError: ...").
+// reasoned is an error that carries the job's FailureReason, already
+// formatted: the toolkit's (*toolkit.Error) and staging's ClientError
+// are, and a driver's own errors may be.
+type reasoned interface{ FailureReason() string }
+
+// jobReason is the formatted FailureReason err carries, if any.
 func jobReason(err error) (string, bool) {
-	if reason, ok := toolkit.Reason(err); ok {
-		return reason, true
-	}
-	var ce *staging.ClientError
-	if errors.As(err, &ce) {
-		return ce.Error(), true
+	var r reasoned
+	if errors.As(err, &r) {
+		return r.FailureReason(), true
 	}
 	return "", false
 }

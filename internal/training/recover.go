@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"time"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/proc"
+	"github.com/sagebox/sagebox/internal/training/driver"
 )
 
 // Recover runs at server start. For every job left InProgress or
@@ -65,6 +64,11 @@ func (jr *jobRun) resume(ctx context.Context) {
 	}
 	jr.log.Info("recovering training job", "status", job.TrainingJobStatus, "secondary", job.SecondaryStatus)
 	jr.setupHosts(ctx, job)
+	if c := jr.r.cfg.Capacity; c != nil && job.SecondaryStatus != sagebox.SecondaryStarting {
+		// Past admission before the restart: it holds its place even if
+		// the budget has shrunk meanwhile.
+		c.Claim(jr.capacityOwner(), jr.r.hostsResources(len(jr.spec.Hosts)))
+	}
 	jr.trainingStart = trainingStartOf(job, jr.r.now())
 
 	switch job.SecondaryStatus {
@@ -89,14 +93,14 @@ func (jr *jobRun) resume(ctx context.Context) {
 		switch {
 		case !h.launched:
 			h.done = true
-			h.failure = "InternalServerError: sagebox server restarted before the job's process on " + h.info.Name + " was started"
+			h.failure = "InternalServerError: sagebox server restarted before the job's process on " + h.name + " was started"
 		case h.adoptErr != nil:
 			// Never signalled: whatever the state names may not be ours.
 			h.done = true
-			h.failure = "InternalServerError: sagebox server restarted and the state of the job's process on " + h.info.Name + " could not be re-adopted: " + h.adoptErr.Error()
-		case h.rec.Passive:
-		case h.proc != nil:
-			h.log.Info("re-adopted process", "pid", h.proc.SupervisorPid(), "offset", h.tail.st.Offset)
+			h.failure = "InternalServerError: sagebox server restarted and the state of the job's process on " + h.name + " could not be re-adopted: " + h.adoptErr.Error()
+		case h.passive():
+		case h.task != nil:
+			h.log.Info("re-adopted task", "task", h.task.ID(), "offset", h.tail.st.Offset)
 		}
 	}
 	if o, ok := jr.supervise(ctx); ok {
@@ -114,11 +118,9 @@ func (jr *jobRun) restage(ctx context.Context) {
 	jr.runFromStart(ctx)
 }
 
-// loadHostState reads each host's launch record and tail state,
-// re-adopts its process (internal/proc checks that a recorded pid is
-// still the process it was), and reports whether any host was launched.
-// A host whose launch was recorded but whose process never started counts
-// as not launched.
+// loadHostState reads each host's tail state, has the driver re-attach
+// to its task, and reports whether any host was launched. A host whose
+// task never started counts as not launched.
 func (jr *jobRun) loadHostState(ctx context.Context) bool {
 	any := false
 	for _, h := range jr.hosts {
@@ -127,29 +129,17 @@ func (jr *jobRun) loadHostState(ctx context.Context) bool {
 		} else {
 			h.log.Warn("unreadable tail state; the log restarts from the beginning", "err", err)
 		}
-		if err := readJSON(h.path(fileShim), &h.rec); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				h.launched, h.adoptErr, any = true, err, true
-			}
-			continue
-		}
-		if h.rec.Passive {
-			h.launched, any = true, true
-			continue
-		}
-		p, err := proc.Adopt(ctx, h.stateDir)
+		t, err := jr.r.driver.Recover(ctx, jr.job, h.index)
 		switch {
-		case errors.Is(err, proc.ErrNotStarted) && h.rec.ShimPID > 0:
-			p, err = proc.AdoptLegacy(h.stateDir, h.rec.ShimPID), nil // started by an older binary
-		case errors.Is(err, proc.ErrNotStarted):
+		case errors.Is(err, driver.ErrNotStarted):
 			h.log.Info("the process was never started")
 			continue
+		case err != nil:
+			h.launched, h.adoptErr, any = true, err, true
+			continue
 		}
-		h.launched, any = true, true
-		h.proc, h.adoptErr = p, err
-		if p != nil {
-			go func() { <-p.Done(); jr.poke() }()
-		}
+		jr.attach(h, t)
+		any = true
 	}
 	return any
 }

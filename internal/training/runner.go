@@ -1,23 +1,15 @@
-// Package training runs SageMaker training jobs as local processes: it is
-// the job lifecycle, with the contract (what a script sees: paths, config
-// files, SM_* variables, argv, failure texts) in internal/toolkit.
+// Package training is the lifecycle of SageMaker training jobs, the same
+// whatever runs the hosts: the phases and status transitions (on
+// sagebox.TrainingJob), the outcome rules across hosts (the first failure
+// stops the others), StopTrainingJob and MaxRuntimeInSeconds (SIGTERM to
+// every host, StopGrace, SIGKILL), recovery after a restart of the server,
+// FailureReason texts, metrics matched in the logs, and the logs streamed
+// to CloudWatch-shaped streams. What depends on where the hosts run (their
+// /opt/ml trees, processes, staging, artifacts) is a driver.Driver's: the
+// local driver (internal/training/local) runs them on this machine.
 //
-// For each host algo-1..N of a job it builds an /opt/ml-shaped workspace
-// under <DataDir>/jobs/<job>/<host>/, writes the three config files, stages
-// the input channels (hard links out of the object store), unpacks the
-// source directory, installs requirements.txt, sets every SM_* variable
-// exactly as the toolkit encodes it, and launches the entry point (python,
-// torchrun or mpirun) through a small shim process that outlives the server.
-// It streams each host's output to the log store, matches metric regexes,
-// turns failures into SageMaker's FailureReason texts, uploads model.tar.gz
-// and output.tar.gz, syncs checkpoints, and drives the job's status through
-// the JobStore. Stop and MaxRuntimeInSeconds send SIGTERM to the script's
-// whole process group, wait, then SIGKILL. After a restart, Recover
-// re-adopts running jobs or finishes them.
-//
-// The SageMaker facts this reproduces are in
-// shared/reference/training-contract.md; deliberate differences are
-// documented where they are made.
+// The contract a script sees (paths, config files, SM_* variables, argv,
+// failure texts) is internal/toolkit's.
 package training
 
 import (
@@ -25,17 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/pyruntime"
-	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/capacity"
+	"github.com/sagebox/sagebox/internal/training/driver"
 )
 
 // JobStore is where training jobs live (the metadata store implements it).
@@ -54,72 +43,40 @@ type LogSink interface {
 	Append(ctx context.Context, group, stream string, events []sagebox.LogEvent) error
 }
 
-// ObjectStore is the object store as the runner stages and collects
-// through it: staging's neutral interface, which a remote S3 client can
-// implement too. The on-disk store's adapter (staging/localobj) adds the
-// local fast paths staging.Linker and staging.LocalFiles (hard links).
-type ObjectStore = staging.Objects
-
-// GPUs hands out the machine's GPUs across everything the server runs
-// (*gpu.Allocator implements it). IDs are CUDA_VISIBLE_DEVICES entries.
-type GPUs interface {
-	// ReserveFree holds every free GPU for owner, rounded down to a
-	// multiple of step and at least min (shared when too few are free),
-	// and returns all owner holds.
-	ReserveFree(owner string, min, step int) []string
-	// Claim makes owner hold ids again (a recovered job), returning those
-	// that still exist.
-	Claim(owner string, ids []string) []string
-	// Release gives back what owner holds.
+// Capacity is the machine's budget that a job's hosts draw on
+// (*capacity.Pool implements it). Nil means no limit.
+type Capacity interface {
+	Reserve(ctx context.Context, owner string, want capacity.Resources) error
+	Claim(owner string, want capacity.Resources)
 	Release(owner string)
 }
 
 // Config configures a Runner.
 type Config struct {
-	// DataDir is sagebox's data directory; jobs live in DataDir/jobs/<job>/.
+	// DataDir is sagebox's data directory; the runner keeps each job's
+	// state (log offsets, the outcome, the driver's records) in
+	// DataDir/jobs/<job>/.sagebox/.
 	DataDir string
-	// Python is the interpreter for user code.
-	Python pyruntime.Interpreter
-	// RuntimeDir is the unpacked embedded Python runtime (pyruntime.Unpack);
-	// it goes on PYTHONPATH after the code directory. May be empty.
-	RuntimeDir string
-	// SagemakerEndpoint is the server's URL. Scripts get it as
-	// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and S3_ENDPOINT_URL with dummy
-	// credentials, so boto3 in a script talks to sagebox.
-	SagemakerEndpoint string
-	// JobCredentials, if set, gives each job the access key its scripts
-	// sign with (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), one the server's
-	// verifier accepts. Nil means the dummy key "sagebox", which a server
-	// without credentials accepts like any other.
-	JobCredentials func(job string) (accessKeyID, secret string)
+	// Driver runs the hosts.
+	Driver driver.Driver
+	// Capacity, if set, is what a job's hosts must fit in before they are
+	// staged: a job waits in Starting (in arrival order) until they do.
+	// HostResources is what one host takes.
+	Capacity      Capacity
+	HostResources capacity.Resources
 	// Region is the default AWS region for scripts.
 	Region string
 	// StopGrace is how long a stopped job's processes get between SIGTERM
 	// and SIGKILL. Zero means DefaultStopGrace. (SageMaker waits 120s.)
 	StopGrace time.Duration
-	// ShimCommand is the argv prefix that runs the shim, such as
-	// {os.Executable(), "exec-shim"}; "--dir <state dir> -- <argv...>" is
-	// appended.
-	ShimCommand []string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
-
-	// PollInterval is how often running jobs' logs and exit files are
-	// read. Zero means 200ms.
+	// PollInterval is how often running jobs' logs and ends are read.
+	// Zero means 200ms.
 	PollInterval time.Duration
 	// CheckpointInterval is how often checkpoint directories are synced to
 	// S3 while a job runs. Zero means 5s.
 	CheckpointInterval time.Duration
-	// CopyChannels copies channel objects instead of hard-linking them, for
-	// scripts that modify their input files in place.
-	CopyChannels bool
-	// GPUs hands out the machine's GPUs: each job's hosts get GPUs of
-	// their own, released when the job ends. Nil means a machine without
-	// GPUs.
-	GPUs GPUs
-	// Environ is the environment jobs inherit (filtered: the server's AWS
-	// credentials and SM_* never leak). Nil means os.Environ().
-	Environ []string
 }
 
 // DefaultStopGrace is the default time between SIGTERM and SIGKILL. It is
@@ -129,11 +86,11 @@ const DefaultStopGrace = 30 * time.Second
 
 // Runner runs training jobs on this machine. It is safe for concurrent use.
 type Runner struct {
-	cfg     Config
-	jobs    JobStore
-	objects ObjectStore
-	logs    LogSink
-	log     *slog.Logger
+	cfg    Config
+	driver driver.Driver
+	jobs   JobStore
+	logs   LogSink
+	log    *slog.Logger
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -142,14 +99,11 @@ type Runner struct {
 	mu     sync.Mutex
 	active map[string]*jobRun
 	closed bool
-
-	probeOnce sync.Once
-	torchVer  string
 }
 
 // NewRunner returns a Runner. It starts nothing: call Recover at server
 // start, then Submit for new jobs.
-func NewRunner(cfg Config, jobs JobStore, objects ObjectStore, logs LogSink, logger *slog.Logger) *Runner {
+func NewRunner(cfg Config, jobs JobStore, logs LogSink, logger *slog.Logger) *Runner {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
 	}
@@ -167,7 +121,7 @@ func NewRunner(cfg Config, jobs JobStore, objects ObjectStore, logs LogSink, log
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runner{
-		cfg: cfg, jobs: jobs, objects: objects, logs: logs, log: logger,
+		cfg: cfg, driver: cfg.Driver, jobs: jobs, logs: logs, log: logger,
 		ctx: ctx, cancel: cancel, active: map[string]*jobRun{},
 	}
 }
@@ -215,9 +169,6 @@ func (r *Runner) start(name string, body func(context.Context, *jobRun)) error {
 			delete(r.active, name)
 			r.mu.Unlock()
 		}()
-		if r.cfg.GPUs != nil {
-			defer r.cfg.GPUs.Release(jr.gpuOwner())
-		}
 		body(r.ctx, jr)
 	}()
 	return nil
@@ -279,34 +230,3 @@ func (r *Runner) jobDir(job string) string { return filepath.Join(r.cfg.DataDir,
 // stateDir holds the runner's and the shim's files for a job, beside (not
 // inside) the hosts' workspaces.
 func (r *Runner) stateDir(job string) string { return filepath.Join(r.jobDir(job), ".sagebox") }
-
-func (r *Runner) environ() []string {
-	if r.cfg.Environ != nil {
-		return r.cfg.Environ
-	}
-	return os.Environ()
-}
-
-// probe finds, once, the interpreter's torch version
-// (SM_DLC_TORCH_VERSION), without importing torch. GPUs come from
-// Config.GPUs.
-func (r *Runner) probe(ctx context.Context) (torchVersion string) {
-	r.probeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if r.cfg.Python.Path != "" {
-			const code = "import importlib.util as u, re, os\n" +
-				"s = u.find_spec('torch')\n" +
-				"p = s and os.path.join(os.path.dirname(s.origin), 'version.py')\n" +
-				"t = p and os.path.exists(p) and open(p).read()\n" +
-				"m = t and re.search(r\"__version__\\s*=\\s*'([^']+)'\", t)\n" +
-				"print(m.group(1) if m else '')\n"
-			if out, err := exec.CommandContext(ctx, r.cfg.Python.Path, "-c", code).Output(); err == nil {
-				r.torchVer = strings.TrimSpace(string(out))
-			}
-		}
-	})
-	return r.torchVer
-}
-
-func numCPUs() int { return runtime.NumCPU() }

@@ -310,7 +310,7 @@ func TestMaxRuntimeExceeded(t *testing.T) {
 	skipShort(t)
 	requirePython(t)
 	t.Parallel()
-	e := newEnv(t, func(c *Config) { c.StopGrace = time.Second })
+	e := newEnv(t, func(c *testConfig) { c.StopGrace = time.Second })
 	script := "import os, time\nopen(os.path.join(os.environ['SM_MODEL_DIR'], 'model.txt'), 'w').write('early')\nprint('sleeping', flush=True)\ntime.sleep(60)\n"
 	hps := e.putSource("slow", map[string]string{"train.py": script})
 	e.submit(newTestJob("slow", hps, func(j *sagebox.TrainingJob) { j.StoppingCondition.MaxRuntimeInSeconds = 2 }))
@@ -410,7 +410,7 @@ func TestMultiHostFailureFailsJob(t *testing.T) {
 	skipShort(t)
 	requirePython(t)
 	t.Parallel()
-	e := newEnv(t, func(c *Config) { c.StopGrace = time.Second })
+	e := newEnv(t, func(c *testConfig) { c.StopGrace = time.Second })
 	script := "import os, sys, time\nif os.environ['SM_CURRENT_HOST'] == 'algo-2':\n    sys.exit('algo-2 gives up')\ntime.sleep(60)\n"
 	hps := e.putSource("multi", map[string]string{"train.py": script})
 	e.submit(newTestJob("multi", hps, withHosts(2)))
@@ -494,7 +494,7 @@ func TestRecoverStates(t *testing.T) {
 	}))
 	state := filepath.Join(e.dataDir, "jobs", "was-training", ".sagebox", "algo-1")
 	os.MkdirAll(state, 0o755)
-	writeJSONAtomic(filepath.Join(state, fileShim), launchRecord{ShimPID: gone.Process.Pid, Argv: []string{"python", "train.py"}})
+	writeLegacyLaunch(t, state, gone.Process.Pid)
 	// A training job that finished while the server was down.
 	hps = e.putSource("was-done", map[string]string{"train.py": ""})
 	e.mem.put(t, newTestJob("was-done", hps, func(j *sagebox.TrainingJob) {
@@ -503,9 +503,9 @@ func TestRecoverStates(t *testing.T) {
 	}))
 	state = filepath.Join(e.dataDir, "jobs", "was-done", ".sagebox", "algo-1")
 	os.MkdirAll(state, 0o755)
-	writeJSONAtomic(filepath.Join(state, fileShim), launchRecord{ShimPID: gone.Process.Pid, Argv: []string{"python", "train.py"}})
-	os.WriteFile(filepath.Join(state, fileOutput), []byte("all done\n"), 0o644)
-	writeJSONAtomic(filepath.Join(state, fileExit), exitStatus{ExitCode: 0})
+	writeLegacyLaunch(t, state, gone.Process.Pid)
+	os.WriteFile(filepath.Join(state, "output.log"), []byte("all done\n"), 0o644)
+	os.WriteFile(filepath.Join(state, "exit.json"), []byte(`{"exit_code":0,"signal":""}`), 0o644)
 
 	if err := e.runner.Recover(context.Background()); err != nil {
 		t.Fatal(err)
@@ -578,7 +578,7 @@ func TestStopBeforeRecover(t *testing.T) {
 	}))
 	state := filepath.Join(e.dataDir, "jobs", "orphan", ".sagebox", "algo-1")
 	os.MkdirAll(state, 0o755)
-	writeJSONAtomic(filepath.Join(state, fileShim), launchRecord{ShimPID: gone.Process.Pid, Argv: []string{"python", "train.py"}})
+	writeLegacyLaunch(t, state, gone.Process.Pid)
 	if err := e.runner.Stop(context.Background(), "orphan"); err != nil {
 		t.Fatal(err)
 	}
@@ -613,5 +613,15 @@ func TestMPITwoHosts(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
+	}
+}
+
+// writeLegacyLaunch writes the launch record an older binary left for a
+// host whose supervisor had pid (shim.json, as the local driver reads it).
+func writeLegacyLaunch(t *testing.T, state string, pid int) {
+	t.Helper()
+	b := fmt.Sprintf(`{"shim_pid":%d,"argv":["python","train.py"],"started_at":"2026-12-01T00:00:00Z"}`, pid)
+	if err := os.WriteFile(filepath.Join(state, "shim.json"), []byte(b), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"github.com/sagebox/sagebox/internal/toolkit"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sagebox/sagebox/internal/toolkit"
+	"github.com/sagebox/sagebox/internal/training/driver"
 )
 
 type tarItem struct {
@@ -80,15 +83,19 @@ func TestSourceDir(t *testing.T) {
 		{"not an archive", "s3://bkt/notgz", "train.py", "", "ClientError: sourcedir s3://bkt/notgz could not be extracted"},
 		{"entry outside", "s3://bkt/ok.tar.gz", "../train.py", "", "ClientError: entry point ../train.py must be a path inside the source directory"},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sandbox := t.TempDir()
-			ws := toolkit.Workspace{Root: filepath.Join(sandbox, "jobs", "j", "algo-1")}
-			if err := ws.Create(nil); err != nil {
+			name := fmt.Sprintf("src-%d", i)
+			job := newTestJob(name, map[string]string{"sagemaker_program": `"x.py"`})
+			s, err := toolkit.NewSpec(job, "")
+			if err != nil {
 				t.Fatal(err)
 			}
-			s := &toolkit.Spec{SubmitDir: tt.dir, EntryPoint: tt.entry}
-			err := e.runner.stageSourceDir(context.Background(), s, ws)
+			s.SubmitDir, s.EntryPoint = tt.dir, tt.entry
+			dj := &driver.Job{Name: name, Spec: s, StateDir: filepath.Join(e.dataDir, "jobs", name, ".sagebox"), Hosts: []toolkit.Host{{Name: "algo-1"}}}
+			err = e.driver.Prepare(context.Background(), dj)
+			ws := dj.Hosts[0].Workspace
+			sandbox := filepath.Join(e.dataDir, "jobs")
 			if tt.wantReason != "" {
 				if err == nil || !strings.HasPrefix(failureReason(err), tt.wantReason) {
 					t.Fatalf("reason = %v\nwant prefix %s", err, tt.wantReason)
@@ -102,7 +109,7 @@ func TestSourceDir(t *testing.T) {
 				}
 			}
 			// Nothing lands outside code/.
-			for _, p := range []string{filepath.Join(sandbox, "evil.py"), filepath.Join(sandbox, "jobs", "evil.py"), filepath.Join(ws.Root, "evil.py"), filepath.Join(e.dataDir, "evil.py")} {
+			for _, p := range []string{filepath.Join(sandbox, "evil.py"), filepath.Join(sandbox, name, "evil.py"), filepath.Join(ws.Root, "evil.py"), filepath.Join(e.dataDir, "evil.py")} {
 				if _, err := os.Lstat(p); err == nil {
 					t.Errorf("%s was written outside code/", p)
 				}

@@ -2,16 +2,13 @@ package training
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/toolkit"
+	"github.com/sagebox/sagebox/internal/training/driver"
 )
 
 // killWait is how long after SIGKILL a host may take to report its exit
@@ -70,13 +67,13 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 			break
 		}
 		if h := jr.firstFailure(); h != nil {
-			beginStop("host " + h.info.Name + " failed")
+			beginStop("host " + h.name + " failed")
 		}
 		if stopping && !time.Now().Before(killAt) {
 			for _, h := range jr.hosts {
 				h.kill(time.Now())
 				if !h.done && !h.killedAt.IsZero() && time.Since(h.killedAt) > killWait {
-					jr.settle(ctx, h, exitStatus{ExitCode: 137, Signal: "SIGKILL", EndedAt: time.Now()}, "")
+					jr.settle(ctx, h, driver.Result{ExitCode: 137, Signal: "SIGKILL", EndedAt: time.Now()}, "")
 				}
 			}
 		}
@@ -108,91 +105,84 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 
 // pollHost reads h's new output and notices its end.
 func (jr *jobRun) pollHost(ctx context.Context, h *hostRun, stopping bool) {
-	if h.done || h.rec.Passive {
+	if h.done || h.passive() {
 		return
 	}
 	if err := jr.pumpLogs(ctx, h, false); err != nil {
 		h.log.Warn("reading the process's output failed", "err", err)
 	}
-	if h.proc == nil {
+	if h.task == nil {
 		return
 	}
 	select {
-	case <-h.proc.Done():
+	case <-h.task.Done():
 	default:
 		return
 	}
-	res := h.proc.Result()
-	if !errors.Is(res.Err, proc.ErrLost) {
-		st := exitStatus{ExitCode: res.ExitCode, Signal: res.Signal, PID: h.proc.Pid(), StartedAt: res.StartedAt, EndedAt: res.EndedAt}
-		if res.Err != nil {
-			st.Error = res.Err.Error()
-		}
-		jr.settle(ctx, h, st, "")
+	res := h.task.Result()
+	if !res.Lost {
+		jr.settle(ctx, h, res, "")
 		return
 	}
-	pid := h.rec.ShimPID
-	if pid == 0 {
-		pid = h.proc.SupervisorPid()
-	}
-	lost := fmt.Sprintf("InternalServerError: sagebox server restarted and the job's process (pid %d) was gone without an exit status", pid)
-	if !h.proc.Adopted() {
-		lost = fmt.Sprintf("InternalServerError: the job's process supervisor (pid %d) exited without an exit status", pid)
-		if b, err := os.ReadFile(proc.SupervisorLogPath(h.stateDir)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			lost += ": " + toolkit.LastLines(string(b), 3)
-		}
-	}
+	lost := "InternalServerError: " + res.Err.Error()
 	if stopping {
 		lost = ""
 	}
-	jr.settle(ctx, h, exitStatus{ExitCode: 137, Signal: "SIGKILL", EndedAt: time.Now()}, lost)
+	jr.settle(ctx, h, driver.Result{ExitCode: 137, Signal: "SIGKILL", EndedAt: time.Now()}, lost)
 }
 
-// settle records h's end and, for a failure, its FailureReason (writing
-// output/failure as the toolkit does unless the script wrote its own).
-// forced is a reason that overrides the exit status.
-func (jr *jobRun) settle(ctx context.Context, h *hostRun, st exitStatus, forced string) {
+// settle records h's end and, for a failure, its FailureReason (the driver
+// writes output/failure as the toolkit does, unless the script wrote its
+// own). forced is a reason that overrides the exit status.
+func (jr *jobRun) settle(ctx context.Context, h *hostRun, res driver.Result, forced string) {
 	if err := jr.pumpLogs(ctx, h, true); err != nil {
 		h.log.Warn("reading the process's last output failed", "err", err)
 	}
-	h.done, h.exit = true, st
-	ws := h.info.Workspace
+	h.done, h.exit = true, res
 	switch {
 	case forced != "":
 		h.failure = forced
-	case st.ExitCode == 0 && st.Signal == "":
-		if err := os.WriteFile(ws.SuccessFile(), nil, 0o644); err != nil {
-			h.log.Warn("writing output/success failed", "err", err)
+	case res.ExitCode == 0 && res.Signal == "" && res.Err == nil:
+		if _, err := jr.r.driver.Settle(jr.job, h.index, ""); err != nil {
+			h.log.Warn("recording success failed", "err", err)
 		}
 	case h.tail.st.Capture.Gloo:
 		// PTK treats this gloo teardown crash as success; so do we.
-		h.log.Warn("process exited with gloo::EnforceNotMet at teardown; treated as success, as the PyTorch toolkit does", "exit_code", st.ExitCode)
-		_ = os.WriteFile(ws.SuccessFile(), nil, 0o644)
+		h.log.Warn("process exited with gloo::EnforceNotMet at teardown; treated as success, as the PyTorch toolkit does", "exit_code", res.ExitCode)
+		_, _ = jr.r.driver.Settle(jr.job, h.index, "")
 	default:
-		msg := h.tail.st.Capture.Message(ws.CodeDir())
-		if st.Error != "" {
-			msg = st.Error
+		msg := h.tail.st.Capture.Message(jr.codeDir(h.index))
+		if res.Err != nil {
+			msg = res.Err.Error()
 		}
-		text, err := toolkit.WriteFailureFile(ws, toolkit.ExecuteUserScriptError(st.ExitCode, st.Signal, msg, h.rec.Argv))
+		var argv []string
+		if h.task != nil {
+			argv = h.task.Argv()
+		}
+		text, err := jr.r.driver.Settle(jr.job, h.index, toolkit.ExecuteUserScriptError(res.ExitCode, res.Signal, msg, argv))
 		if err != nil {
 			h.log.Warn("writing output/failure failed", "err", err)
 		}
 		h.failure = toolkit.AlgorithmError(text)
 	}
-	h.log.Info("process ended", "pid", h.rec.ShimPID, "exit_code", st.ExitCode, "signal", st.Signal, "failed", h.failure != "")
+	id := ""
+	if h.task != nil {
+		id = h.task.ID()
+	}
+	h.log.Info("process ended", "task", id, "exit_code", res.ExitCode, "signal", res.Signal, "failed", h.failure != "")
 }
 
 // settlePassive ends MPI worker hosts once every active host has ended.
 func (jr *jobRun) settlePassive() {
 	for _, h := range jr.hosts {
-		if !h.rec.Passive && !h.done {
+		if !h.passive() && !h.done {
 			return
 		}
 	}
 	for _, h := range jr.hosts {
-		if h.rec.Passive && !h.done {
+		if h.passive() && !h.done {
 			h.done = true
-			_ = os.WriteFile(h.info.Workspace.SuccessFile(), nil, 0o644)
+			_, _ = jr.r.driver.Settle(jr.job, h.index, "")
 		}
 	}
 }
