@@ -62,7 +62,7 @@ func fileNames(m map[string]string) string {
 // trees must upload a model.tar.gz byte-for-byte equal to the server's.
 func TestStageCollectOverS3(t *testing.T) {
 	requireTool(t, "/usr/bin/python3", "-c", "pass")
-	s := startServer(t)
+	s := startServer(t, "--keep-workspaces", "1h") // compared with the server's own tree below
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := s.s3()
