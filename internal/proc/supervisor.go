@@ -139,6 +139,10 @@ func (s *supervisor) fail(err error) int {
 func (s *supervisor) run(ctx context.Context) int {
 	a := s.a
 	if a.attached {
+		// The status pipe is inherited without close-on-exec; the command
+		// must not get it (it could write a forged exit line, and whatever
+		// it forks would hold the pipe open).
+		syscall.CloseOnExec(3)
 		s.status = os.NewFile(3, "status")
 		if err := onParentDeath(syscall.SIGTERM); err != nil {
 			return s.fail(fmt.Errorf("parent-death signal: %w", err))
