@@ -20,7 +20,7 @@ import (
 //
 //	exec-shim ARGS             the supervisor (RunSupervisor)
 //	detach-parent DIR -- CMD   starts CMD detached from DIR, prints the supervisor's pid, exits
-//	attach-parent -- CMD       starts CMD attached under the supervisor, prints the command's pid, blocks
+//	attach-parent DIR -- CMD   starts CMD attached under the supervisor (removing DIR if the parent dies), prints the command's and the supervisor's pid, blocks
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		case "detach-parent":
 			os.Exit(detachParent(os.Args[2], os.Args[4:]))
 		case "attach-parent":
-			os.Exit(attachParent(os.Args[3:]))
+			os.Exit(attachParent(os.Args[2], os.Args[4:]))
 		}
 	}
 	os.Exit(m.Run())
@@ -47,8 +47,8 @@ func detachParent(dir string, argv []string) int {
 	return 0
 }
 
-func attachParent(argv []string) int {
-	h, err := Start(context.Background(), Spec{Path: argv[0], Args: argv[1:], Supervisor: supervisorArgv()})
+func attachParent(remove string, argv []string) int {
+	h, err := Start(context.Background(), Spec{Path: argv[0], Args: argv[1:], Supervisor: supervisorArgv(), RemoveOnParentDeath: []string{remove}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

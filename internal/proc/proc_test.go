@@ -213,13 +213,18 @@ func TestCommandNotFound(t *testing.T) {
 }
 
 // The attached subtree, a setsid() daemon included, dies with the parent
-// when the parent is SIGKILLed.
+// when the parent is SIGKILLed, and the supervisor removes the parent's
+// RemoveOnParentDeath paths.
 func TestAttachedSubtreeDiesWithParent(t *testing.T) {
 	dir := t.TempDir()
 	path, args := sh(`sleep 100 & echo $! > ` + dir + `/child
 setsid sleep 100 & echo $! > ` + dir + `/daemon
 wait`)
-	parent, line := runHelper(t, append([]string{"attach-parent", "--", path}, args...)...)
+	tmp := filepath.Join(dir, "parent-tmp")
+	if err := os.MkdirAll(filepath.Join(tmp, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	parent, line := runHelper(t, append([]string{"attach-parent", tmp, "--", path}, args...)...)
 	f := strings.Fields(line)
 	cmdPid, _ := strconv.Atoi(f[0])
 	supPid, _ := strconv.Atoi(f[1])
@@ -238,6 +243,9 @@ wait`)
 	for name, id := range map[string]identity{"supervisor": supID, "command": cmdID, "child": child, "setsid daemon": daemon} {
 		waitFor(t, 5*time.Second, name+" to die with its parent", func() bool { return !id.alive() })
 	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the parent's temporary directory is still there (%v)", err)
+	}
 }
 
 // A clean Stop of an attached process leaves nothing of its subtree, a
@@ -247,7 +255,7 @@ func TestAttachedStopKillsSubtree(t *testing.T) {
 	path, args := sh(`sleep 100 & echo $! > ` + dir + `/child
 setsid sleep 100 & echo $! > ` + dir + `/daemon
 wait`)
-	h := startT(t, Spec{Path: path, Args: args, Supervisor: supervisorArgv()})
+	h := startT(t, Spec{Path: path, Args: args, Supervisor: supervisorArgv(), RemoveOnParentDeath: []string{dir}})
 	child, daemon := readPid(t, filepath.Join(dir, "child")), readPid(t, filepath.Join(dir, "daemon"))
 	killAtEnd(t, &child, &daemon)
 	r, err := h.Stop(context.Background(), 5*time.Second)
@@ -260,6 +268,9 @@ wait`)
 	// Once Stop has returned, not a moment later.
 	if child.alive() || daemon.alive() {
 		t.Errorf("after Stop: child alive %v, setsid daemon alive %v", child.alive(), daemon.alive())
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("RemoveOnParentDeath removed %s although the parent lives: %v", dir, err)
 	}
 }
 
