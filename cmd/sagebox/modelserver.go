@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -87,6 +88,13 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	}
 	cfg.ModelDir, cfg.ModelData = o.modelDir, o.modelData
 	cfg.ServerVersion = modelServerVersion()
+	// Workers run under internal/proc's supervisor (this binary's hidden
+	// exec-shim), so nothing they fork outlives the server.
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the worker supervisor: %w", err)
+	}
+	cfg.Supervisor = []string{self, "exec-shim"}
 	srv, err := modelserver.New(cfg, logger)
 	if err != nil {
 		return err

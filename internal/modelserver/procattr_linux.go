@@ -5,17 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// sysProcAttr puts a worker in its own process group, so that the whole
-// tree it forks can be signalled at once, and has the kernel kill it if the
-// front end dies.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
 
 // batchScheduling moves every thread of this process that runs under the
 // default policy (SCHED_OTHER) to SCHED_BATCH, keeping its nice value, and

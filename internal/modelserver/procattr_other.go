@@ -2,13 +2,5 @@
 
 package modelserver
 
-import "syscall"
-
-// sysProcAttr puts a worker in its own process group, so that the whole
-// tree it forks can be signalled at once.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
-}
-
 // batchScheduling does nothing: SCHED_BATCH is Linux's.
 func batchScheduling() (int, error) { return 0, nil }

@@ -301,3 +301,22 @@ func TestStatusPipeNotInherited(t *testing.T) {
 		t.Errorf("the command says %q, want fd3-closed", out)
 	}
 }
+
+func TestRingAndJoinTail(t *testing.T) {
+	r := newRing(3)
+	if got := r.last(5); len(got) != 0 {
+		t.Fatalf("empty ring: %q", got)
+	}
+	for _, l := range []string{"a", "b", "c", "d"} {
+		r.add(l)
+	}
+	if got := JoinTail(r.last(5), 100); got != "b\nc\nd" {
+		t.Fatalf("last(5) = %q", got)
+	}
+	if got := JoinTail(r.last(2), 100); got != "c\nd" {
+		t.Fatalf("last(2) = %q", got)
+	}
+	if got := JoinTail(r.last(3), 3); got != "…c\nd" {
+		t.Fatalf("cut = %q", got)
+	}
+}
