@@ -116,7 +116,7 @@ func sockDirs(tmp string) []string {
 	return m
 }
 
-// waitGone waits up to d for every process in procs and every worker of ms
+// waitGone waits up to d for every process in procs and every process of ms
 // to be gone, and reports the ones still alive.
 func waitGone(ms *modelServer, procs []forkedProc, d time.Duration) (left []string) {
 	deadline := time.Now().Add(d)
@@ -129,7 +129,7 @@ func waitGone(ms *modelServer, procs []forkedProc, d time.Duration) (left []stri
 		}
 		for _, pid := range processesWithEnv(ms.cacheEnv) {
 			if state, _ := procStateStart(pid); state != "Z" && state != "" {
-				left = append(left, "worker "+strconv.Itoa(pid))
+				left = append(left, "process "+strconv.Itoa(pid)+" of the server")
 			}
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
