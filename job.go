@@ -32,12 +32,16 @@ type TrainingJob struct {
 	StoppingCondition      *StoppingCondition      `json:"StoppingCondition,omitempty"`
 	Environment            map[string]string       `json:"Environment,omitempty"`
 	CheckpointConfig       *CheckpointConfig       `json:"CheckpointConfig,omitempty"`
-	Tags                   []Tag                   `json:"Tags,omitempty"`
-	RetryStrategy          *RetryStrategy          `json:"RetryStrategy,omitempty"`
+	// Tags are the request's. The metadata store keeps a resource's tags
+	// apart from it, keyed by ARN (ListTags/AddTags/DeleteTags); a stored
+	// job has none here and DescribeTrainingJob, like AWS's, shows none.
+	Tags          []Tag          `json:"Tags,omitempty"`
+	RetryStrategy *RetryStrategy `json:"RetryStrategy,omitempty"`
 
-	EnableNetworkIsolation                bool `json:"EnableNetworkIsolation,omitempty"`
-	EnableInterContainerTrafficEncryption bool `json:"EnableInterContainerTrafficEncryption,omitempty"`
-	EnableManagedSpotTraining             bool `json:"EnableManagedSpotTraining,omitempty"`
+	// Always encoded, false included, as AWS returns them.
+	EnableNetworkIsolation                bool `json:"EnableNetworkIsolation"`
+	EnableInterContainerTrafficEncryption bool `json:"EnableInterContainerTrafficEncryption"`
+	EnableManagedSpotTraining             bool `json:"EnableManagedSpotTraining"`
 
 	// Accepted and echoed, otherwise ignored.
 	VpcConfig                  RawJSON `json:"VpcConfig,omitempty"`
@@ -126,8 +130,10 @@ type ShuffleConfig struct {
 
 // OutputDataConfig says where artifacts go.
 type OutputDataConfig struct {
-	S3OutputPath    string `json:"S3OutputPath"`
-	KmsKeyId        string `json:"KmsKeyId,omitempty"`
+	S3OutputPath string `json:"S3OutputPath"`
+	// KmsKeyId is always encoded, "" when unset, as AWS returns it: the
+	// SageMaker SDK's attach reads it by index.
+	KmsKeyId        string `json:"KmsKeyId"`
 	CompressionType string `json:"CompressionType,omitempty"`
 }
 

@@ -7,12 +7,46 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// pollUntil polls cond every 10 ms until it holds, failing after 30 s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// metricValue reads one unlabelled metric from the model server's
+// /_sagebox/metrics, or -1 when it is not there.
+func metricValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/_sagebox/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
 
 // slowInference answers each request after a second, with its own body.
 const slowInference = `import time
@@ -62,14 +96,25 @@ func TestModelServerDrainsOnSIGTERM(t *testing.T) {
 			results[i] = fmt.Sprintf("%d %s", resp.StatusCode, b)
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	// One request in the worker, the others queued.
+	pollUntil(t, "two requests queued", func() bool { return metricValue(t, url, "sagebox_model_queue_depth") == 2 })
 	ms.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(200 * time.Millisecond)
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		c.Close()
-		t.Errorf("a new connection was accepted after SIGTERM")
+	// The listener closes at once, while the requests still drain.
+	for refused := false; !refused; {
+		select {
+		case <-allDone:
+			t.Fatal("the listener still accepted connections when every request had been answered")
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if refused = err != nil; !refused {
+			c.Close()
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
-	wg.Wait()
+	<-allDone
 	for i, r := range results {
 		if want := fmt.Sprint("200 req-", i); r != want {
 			t.Errorf("request %d: %q, want %q", i, r, want)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,52 +108,84 @@ type modelServer struct {
 	cmd       *exec.Cmd
 	exited    chan error
 	cacheEnv  string // the environment entry that marks its workers
+	log       *lockedBuffer
 }
 
-// startModelServer runs `sagebox model-server ARGS --port P` with env added
-// and waits until /ping answers 200. When env sets SAGEMAKER_BIND_TO_PORT,
-// the server is left to find its port there.
+// readyLine is the readiness handshake the model server writes to --ready-fd.
+type readyLine struct {
+	Ready bool   `json:"ready"`
+	Addr  string `json:"addr"`
+	Error string `json:"error"`
+}
+
+// startModelServer runs `sagebox model-server ARGS --port 0 --ready-fd 3`
+// with env added and waits for the readiness handshake, which says the
+// model is loaded and on which port. When env sets SAGEMAKER_BIND_TO_PORT
+// or args say --listen, no --port is added.
 func startModelServer(t *testing.T, env []string, args ...string) *modelServer {
 	t.Helper()
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	args = append([]string{"model-server"}, args...)
-	if i := slices.IndexFunc(env, func(e string) bool { return strings.HasPrefix(e, "SAGEMAKER_BIND_TO_PORT=") }); i >= 0 {
-		port = strings.TrimPrefix(env[i], "SAGEMAKER_BIND_TO_PORT=")
-		addr = "127.0.0.1:" + port
-	} else {
-		args = append(args, "--port", port)
+	ms, line := launchModelServer(t, env, args...)
+	if !line.Ready {
+		t.Fatalf("model server not ready: %+v", line)
 	}
-	ms := &modelServer{url: "http://" + addr, addr: addr, exited: make(chan error, 1), cacheEnv: "XDG_CACHE_HOME=" + t.TempDir()}
+	return ms
+}
+
+// launchModelServer starts the server as startModelServer does and
+// returns its handshake line, whatever it says.
+func launchModelServer(t *testing.T, env []string, args ...string) (*modelServer, readyLine) {
+	t.Helper()
+	args = append([]string{"model-server", "--ready-fd", "3"}, args...)
+	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "SAGEMAKER_BIND_TO_PORT=") }) &&
+		!slices.Contains(args, "--listen") {
+		args = append(args, "--port", "0")
+	}
+	ms := &modelServer{exited: make(chan error, 1), cacheEnv: "XDG_CACHE_HOME=" + t.TempDir(), log: &lockedBuffer{}}
 	ms.cmd = exec.Command(binary, args...)
 	ms.cmd.Env = append(append(os.Environ(), "SAGEBOX_PYTHON=/usr/bin/python3"), env...)
 	ms.cmd.Env = append(ms.cmd.Env, ms.cacheEnv)
-	var log bytes.Buffer
-	ms.cmd.Stdout, ms.cmd.Stderr = &log, &log
-	if err := ms.cmd.Start(); err != nil {
+	ms.cmd.Stdout, ms.cmd.Stderr = ms.log, ms.log
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	ms.cmd.ExtraFiles = []*os.File{pw} // fd 3 in the child
+	err = ms.cmd.Start()
+	pw.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { ms.exited <- ms.cmd.Wait() }()
 	t.Cleanup(func() {
 		ms.cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("model-server log:\n%s", log.String())
+			t.Logf("model-server log:\n%s", ms.log.String())
 		}
 	})
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get(ms.url + "/ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return ms
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/ping never answered 200")
-		}
-		time.Sleep(100 * time.Millisecond)
+	// The server closes its end after the line, and its workers never had
+	// it: reading to end-of-file ends with the handshake.
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(pr)
+		got <- b
+	}()
+	var b []byte
+	select {
+	case b = <-got:
+	case <-time.After(90 * time.Second):
+		pr.Close()
+		t.Fatalf("no readiness handshake within 90 s")
 	}
+	var line readyLine
+	if err := json.Unmarshal(b, &line); err != nil || !bytes.HasSuffix(b, []byte("\n")) || bytes.Count(b, []byte("\n")) != 1 {
+		t.Fatalf("handshake %q: want one JSON line (%v)", b, err)
+	}
+	ms.addr = line.Addr
+	if !strings.HasPrefix(line.Addr, "unix:") {
+		ms.url = "http://" + line.Addr
+	}
+	return ms, line
 }
 
 // waitExit waits for the process to exit 0 and checks that none of its
@@ -235,8 +268,12 @@ def model_fn(model_dir):
 def transform_fn(model, data, content_type, accept):
     return data, "text/plain"
 `), 0o644)
+	// The one test that must name its port in advance.
 	_, port, _ := strings.Cut(freeAddr(t), ":")
 	ms := startModelServer(t, []string{"SAGEMAKER_BIND_TO_PORT=" + port}, "--model-dir", model)
+	if ms.addr != "127.0.0.1:"+port {
+		t.Errorf("handshake address %q, want 127.0.0.1:%s", ms.addr, port)
+	}
 	resp, err := http.Post(ms.url+"/invocations", "text/plain", strings.NewReader("echo"))
 	if err != nil {
 		t.Fatal(err)
@@ -260,4 +297,23 @@ def transform_fn(model, data, content_type, accept):
 			t.Errorf("SAGEMAKER_BIND_TO_PORT=%s: %v\n%s", bad, err, out)
 		}
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process's output and a test
+// reading it at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

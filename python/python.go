@@ -5,8 +5,10 @@ package python
 
 import "embed"
 
-// FS holds the sagebox_runtime package. The all: prefix keeps __init__.py and
+// FS holds the sagebox_runtime package and sitecustomize.py (which points
+// old botocore at AWS_ENDPOINT_URL in the processes sagebox starts, whose
+// PYTHONPATH holds this directory). The all: prefix keeps __init__.py and
 // __main__.py, which a plain directory embed would skip.
 //
-//go:embed all:sagebox_runtime
+//go:embed all:sagebox_runtime sitecustomize.py
 var FS embed.FS

@@ -45,12 +45,12 @@ func TestEncodeHyperparameterLikeTheSDK(t *testing.T) {
 }
 
 func TestParseCredentials(t *testing.T) {
-	got, err := parseCredentials([]string{"AK1:s1"}, "AK2:s2, AK3:s:3")
+	got, err := parseCredentials([]string{"AK1:s1"}, "AK2:s2, AK3:s:3", nil)
 	if err != nil || len(got) != 3 || got["AK3"] != "s:3" {
 		t.Fatalf("parseCredentials = %v, %v", got, err)
 	}
 	for _, bad := range []string{"nocolon", ":secret", "key:"} {
-		if _, err := parseCredentials([]string{bad}, ""); err == nil {
+		if _, err := parseCredentials([]string{bad}, "", nil); err == nil {
 			t.Errorf("parseCredentials(%q) accepted a malformed pair", bad)
 		}
 	}

@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -52,7 +57,12 @@ func newClients(e *env, endpoint string) (*clients, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
+	httpClient, err := caBundleClient(e.getenv("AWS_CA_BUNDLE"))
+	if err != nil {
+		return nil, err
+	}
 	cfg := aws.Config{
+		HTTPClient:   httpClient,
 		Region:       region,
 		Credentials:  credentials.NewStaticCredentialsProvider(akid, secret, e.getenv("AWS_SESSION_TOKEN")),
 		BaseEndpoint: aws.String(endpoint),
@@ -70,6 +80,26 @@ func newClients(e *env, endpoint string) (*clients, error) {
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}),
 	}, nil
+}
+
+// caBundleClient is an HTTP client trusting the PEM certificates in path
+// (AWS_CA_BUNDLE, as boto3 and the AWS CLI read it), for a server with
+// --tls-cert; nil (the SDK's default client) when path is empty.
+func caBundleClient(path string) (aws.HTTPClient, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("AWS_CA_BUNDLE: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("AWS_CA_BUNDLE %s holds no PEM certificate", path)
+	}
+	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	}), nil
 }
 
 // unreachable turns a connection error into advice.

@@ -63,6 +63,9 @@ type logFollower struct {
 	c      *clients
 	job    string
 	tokens map[string]*string
+	// hosts: the job has several hosts, so every line is prefixed with its
+	// host's name, even before the other hosts' streams exist.
+	hosts bool
 }
 
 // line is one thing to print: a log event or a status transition.
@@ -114,12 +117,8 @@ func (f *logFollower) poll(ctx context.Context) ([]line, error) {
 				break
 			}
 			prefix := ""
-			if len(streams) > 1 {
-				host := strings.TrimPrefix(s, f.job+"/")
-				if i := strings.LastIndex(host, "-"); i > 0 {
-					host = host[:i]
-				}
-				prefix = "[" + host + "] "
+			if f.hosts || len(streams) > 1 {
+				prefix = "[" + hostOfStream(f.job, s) + "] "
 			}
 			for _, ev := range resp.Events {
 				lines = append(lines, line{at: time.UnixMilli(aws.ToInt64(ev.Timestamp)), text: prefix + aws.ToString(ev.Message)})
@@ -127,6 +126,16 @@ func (f *logFollower) poll(ctx context.Context) ([]line, error) {
 		}
 	}
 	return lines, nil
+}
+
+// hostOfStream is the host name in a training log stream's name
+// "<job>/algo-2-1772366400": "algo-2".
+func hostOfStream(job, stream string) string {
+	host := strings.TrimPrefix(stream, job+"/")
+	if i := strings.LastIndex(host, "-"); i > 0 {
+		host = host[:i]
+	}
+	return host
 }
 
 // print writes lines in time order (stable, so a stream keeps its order):
@@ -166,6 +175,7 @@ func followJob(ctx context.Context, e *env, c *clients, name string, o followOpt
 			return c.explain(ctx, fmt.Errorf("describe %s: %w", name, err))
 		}
 		desc = d
+		lf.hosts = d.ResourceConfig != nil && aws.ToInt32(d.ResourceConfig.InstanceCount) > 1
 		var lines []line
 		for _, t := range d.SecondaryStatusTransitions[min(lastTransitions, len(d.SecondaryStatusTransitions)):] {
 			at := aws.ToTime(t.StartTime)

@@ -75,6 +75,8 @@ func newRootCmd(e *env) *cobra.Command {
 		newJobsCmd(e),
 		newModelServerCmd(e.getenv),
 		newShimCmd(),
+		newStageCmd(e),
+		newCollectCmd(e),
 	)
 	return root
 }

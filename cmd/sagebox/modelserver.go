@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,9 +11,12 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/sagebox/sagebox/internal/modelserver"
 )
@@ -23,6 +27,8 @@ type modelServerOptions struct {
 	modelData     string
 	host          string
 	port          int
+	listen        string
+	readyFD       int
 	metricsAddr   string
 	shutdownGrace time.Duration
 	logLevel      string
@@ -53,9 +59,31 @@ On a dedicated serving host, SAGEBOX_SCHED_BATCH=true runs the server and its
 workers under Linux's SCHED_BATCH policy: they stop interrupting each other at
 every hand-off of a request (about 1.2x the throughput under load), but no
 longer preempt other busy programs either, so next to them each request waits
-longer.`,
+longer. With CPU workers the server sizes its Go scheduler to half the CPUs
+unless GOMAXPROCS is set.
+
+Listening: --host and --port (default $SAGEMAKER_BIND_TO_PORT, else 8080), or
+--listen HOST:PORT, or --listen unix:PATH for a Unix socket (a stale socket file
+left by a dead server is replaced; the file is removed at exit). Port 0 picks a
+free port; the address chosen is logged ("model server listening").
+
+Readiness handshake (--ready-fd N), for a parent process that starts the server
+and must learn its address and readiness without polling: the server writes ONE
+JSON line to file descriptor N, then closes it (the descriptor is not passed on
+to the workers, so the parent sees end-of-file right after the line):
+  {"ready":true,"addr":"127.0.0.1:43121"}
+when every worker has loaded the model (GET /ping answers 200 at that moment);
+  {"ready":false,"addr":"...","error":"..."}
+when it will not become ready on its own: the preparation failed (bad archive,
+pip install failed; the process then exits non-zero), a worker's model_fn
+raised (the process keeps running and its workers keep retrying with backoff:
+/ping answers 500 until a retry succeeds), or it was stopped first. "addr" is
+in the form --listen takes (unix:PATH for a socket) and is empty when listening
+failed. The line is written once the socket is listening, so the parent may
+connect as soon as it has read it.`,
 		Example: `  sagebox model-server --model-dir ./model
-  SAGEMAKER_TS_BATCH_SIZE=8 sagebox model-server --model-data model.tar.gz --port 8080`,
+  SAGEMAKER_TS_BATCH_SIZE=8 sagebox model-server --model-data model.tar.gz --port 8080
+  sagebox model-server --model-dir ./model --listen unix:/tmp/model.sock --ready-fd 3 3>ready.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runModelServer(cmd.Context(), cmd, getenv, &o)
@@ -69,7 +97,9 @@ longer.`,
 	f.StringVar(&o.modelDir, "model-dir", "", "model directory (like /opt/ml/model)")
 	f.StringVar(&o.modelData, "model-data", "", "model.tar.gz to extract and serve instead of --model-dir")
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
-	f.IntVar(&o.port, "port", port, "port to listen on (default $SAGEMAKER_BIND_TO_PORT, else 8080)")
+	f.IntVar(&o.port, "port", port, "port to listen on, 0 for a free one (default $SAGEMAKER_BIND_TO_PORT, else 8080)")
+	f.StringVar(&o.listen, "listen", "", "HOST:PORT or unix:PATH to listen on, instead of --host and --port")
+	f.IntVar(&o.readyFD, "ready-fd", -1, "file descriptor to write one JSON line to once ready (or failed), then close")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "HOST:PORT for Prometheus metrics on a separate listener (off when empty)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 25*time.Second, "on SIGTERM, how long to let queued and running requests finish")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -77,7 +107,23 @@ longer.`,
 	return cmd
 }
 
-func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string) string, o *modelServerOptions) error {
+func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string) string, o *modelServerOptions) (err error) {
+	ready, err := newReadyReporter(o.readyFD)
+	if err != nil {
+		return err
+	}
+	// Whatever ends the command before the server is ready says so.
+	defer func() {
+		if err != nil {
+			ready.report(false, err)
+		} else {
+			ready.report(false, errors.New("the model server stopped before the model loaded"))
+		}
+	}()
+	f := cmd.Flags()
+	if o.listen != "" && (f.Changed("host") || f.Changed("port")) {
+		return errors.New("give --listen or --host/--port, not both")
+	}
 	logger, err := newLogger(&env{getenv: getenv, stderr: cmd.ErrOrStderr()}, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
@@ -86,8 +132,17 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	if err != nil {
 		return err
 	}
+	tuning, err := tuningFromEnv(getenv)
+	if err != nil {
+		return err
+	}
 	cfg.ModelDir, cfg.ModelData = o.modelDir, o.modelData
 	cfg.ServerVersion = modelServerVersion()
+	// Process-wide tuning depends on where the workers run, so the GPUs
+	// are counted here, once, and the count handed to the server.
+	if cfg.GPUs < 0 {
+		cfg.GPUs = modelserver.CountGPUs(ctx, os.LookupEnv)
+	}
 	// Workers run under internal/proc's supervisor (this binary's hidden
 	// exec-shim), so nothing they fork outlives the server.
 	self, err := os.Executable()
@@ -100,16 +155,20 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 		return err
 	}
 
-	addr := net.JoinHostPort(o.host, strconv.Itoa(o.port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+	listen := o.listen
+	if listen == "" {
+		listen = net.JoinHostPort(o.host, strconv.Itoa(o.port))
 	}
+	ln, addr, err := listenModelServer(listen)
+	if err != nil {
+		return err
+	}
+	ready.addr = addr
 	errLog := slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	httpSrv := srv.HTTPServer(errLog)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
-	logger.Info("model server listening", "addr", ln.Addr().String())
+	logger.Info("model server listening", "addr", addr)
 
 	var metricsSrv *http.Server
 	if o.metricsAddr != "" {
@@ -138,6 +197,10 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 		return err
 	}
 
+	// Process-wide tuning is the command's, not the library's: before the
+	// workers start, so that they inherit the scheduling policy.
+	tuning.apply(logger, cfg.GPUs)
+
 	if err := srv.Start(ctx); err != nil {
 		stop()
 		return err
@@ -145,8 +208,10 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	go func() {
 		if err := srv.WaitReady(ctx); err == nil {
 			logger.Info("model loaded; ready for invocations")
+			ready.report(true, nil)
 		} else if ctx.Err() == nil {
 			logger.Error("model not loaded; workers keep retrying", "error", err)
+			ready.report(false, err)
 		}
 	}()
 
@@ -158,6 +223,84 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 		return fmt.Errorf("serve: %w", err)
 	}
 	return stop()
+}
+
+// listenModelServer listens on HOST:PORT or unix:PATH and returns the
+// address it got in the same form (the port chosen for port 0).
+func listenModelServer(addr string) (net.Listener, string, error) {
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return ln, ln.Addr().String(), nil
+	}
+	if path == "" {
+		return nil, "", errors.New("--listen unix:PATH: the path is empty")
+	}
+	// A socket file left by a server that died is replaced; one a live
+	// server answers on is not.
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, "", fmt.Errorf("listen on unix:%s: another server is listening there", path)
+		}
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on unix:%s: %w", path, err)
+	}
+	return ln, "unix:" + path, nil
+}
+
+// readyReporter writes the readiness handshake (--ready-fd) once.
+type readyReporter struct {
+	f    *os.File // nil without --ready-fd
+	addr string
+	once sync.Once
+}
+
+func newReadyReporter(fd int) (*readyReporter, error) {
+	r := &readyReporter{}
+	if fd < 0 {
+		return r, nil
+	}
+	if fd <= 2 {
+		return nil, fmt.Errorf("--ready-fd %d: use a descriptor above 2 (0-2 are stdin, stdout and stderr)", fd)
+	}
+	// The descriptor was inherited without close-on-exec; set it, so that
+	// the workers do not hold it open and the parent sees end-of-file as
+	// soon as the line is written.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("--ready-fd %d: not an open file descriptor: %w", fd, err)
+	}
+	r.f = os.NewFile(uintptr(fd), "ready-fd")
+	return r, nil
+}
+
+// readyLine is the handshake's JSON line.
+type readyLine struct {
+	Ready bool   `json:"ready"`
+	Addr  string `json:"addr"`
+	Error string `json:"error,omitempty"`
+}
+
+// report writes the line on its first call and closes the descriptor.
+func (r *readyReporter) report(ready bool, err error) {
+	if r.f == nil {
+		return
+	}
+	r.once.Do(func() {
+		line := readyLine{Ready: ready, Addr: r.addr}
+		if err != nil {
+			line.Error = err.Error()
+		}
+		b, _ := json.Marshal(line)
+		r.f.Write(append(b, '\n'))
+		r.f.Close()
+	})
 }
 
 // modelServerVersion is the module version handlers see in

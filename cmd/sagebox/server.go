@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,12 +10,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sagebox/sagebox/internal/bodytimeout"
 	"github.com/sagebox/sagebox/internal/controlplane"
+	"github.com/sagebox/sagebox/internal/gpu"
 	"github.com/sagebox/sagebox/internal/logstore"
 	"github.com/sagebox/sagebox/internal/metastore"
 	"github.com/sagebox/sagebox/internal/objectstore"
@@ -22,6 +24,7 @@ import (
 	"github.com/sagebox/sagebox/internal/router"
 	"github.com/sagebox/sagebox/internal/s3api"
 	"github.com/sagebox/sagebox/internal/sigv4"
+	"github.com/sagebox/sagebox/internal/staging/localobj"
 	"github.com/sagebox/sagebox/internal/sts"
 	"github.com/sagebox/sagebox/internal/training"
 )
@@ -33,6 +36,10 @@ type serverOptions struct {
 	region      string
 	accountID   string
 	credentials []string
+	credsFile   string
+	tlsCert     string
+	tlsKey      string
+	bodyIdle    time.Duration
 	stopGrace   time.Duration
 	logLevel    string
 	logFormat   string
@@ -48,8 +55,9 @@ Go, the SageMaker Python SDK, the sagebox CLI) uses this one address as its
 endpoint URL. Ready when GET /_sagebox/health answers 200.
 
 On a loopback address any access key is accepted. Binding to any other address
-requires --credentials (or SAGEBOX_CREDENTIALS), and then every request must be
-signed with SigV4 by one of those keys.`,
+requires credentials (--credentials-file, SAGEBOX_CREDENTIALS or --credentials),
+and then every request must be signed with SigV4 by one of those keys, scoped
+to --region and the service addressed. --tls-cert and --tls-key serve HTTPS.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runServer(cmd.Context(), e, &o)
@@ -60,7 +68,11 @@ signed with SigV4 by one of those keys.`,
 	f.StringVar(&o.dataDir, "data-dir", "", "data directory (default $SAGEBOX_DATA_DIR, else $XDG_DATA_HOME/sagebox)")
 	f.StringVar(&o.region, "region", "us-east-1", "AWS region the server claims to be")
 	f.StringVar(&o.accountID, "account-id", "123456789012", "AWS account ID used in ARNs")
-	f.StringArrayVar(&o.credentials, "credentials", nil, "ACCESS_KEY:SECRET accepted for SigV4 (repeatable; also SAGEBOX_CREDENTIALS, comma-separated)")
+	f.StringArrayVar(&o.credentials, "credentials", nil, "ACCESS_KEY:SECRET accepted for SigV4 (repeatable; also SAGEBOX_CREDENTIALS, comma-separated); every local user sees a command line, prefer --credentials-file")
+	f.StringVar(&o.credsFile, "credentials-file", "", "file of ACCESS_KEY:SECRET lines (# comments), mode 600 (default $SAGEBOX_CREDENTIALS_FILE)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS with; needs --tls-key")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.DurationVar(&o.bodyIdle, "body-idle-timeout", 60*time.Second, "drop a request whose body sends nothing for this long (0: never)")
 	f.DurationVar(&o.stopGrace, "stop-grace", 30*time.Second, "time between SIGTERM and SIGKILL when a job is stopped")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
@@ -93,27 +105,6 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// parseCredentials reads ACCESS_KEY:SECRET pairs from flags and SAGEBOX_CREDENTIALS.
-func parseCredentials(flags []string, fromEnv string) (map[string]string, error) {
-	all := append([]string(nil), flags...)
-	if fromEnv != "" {
-		all = append(all, strings.Split(fromEnv, ",")...)
-	}
-	creds := map[string]string{}
-	for _, c := range all {
-		c = strings.TrimSpace(c)
-		if c == "" {
-			continue
-		}
-		k, s, ok := strings.Cut(c, ":")
-		if !ok || k == "" || s == "" {
-			return nil, fmt.Errorf("credentials %q: want ACCESS_KEY:SECRET", c)
-		}
-		creds[k] = s
-	}
-	return creds, nil
-}
-
 // isLoopback reports whether a listen address only accepts local connections.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -132,12 +123,36 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	if err != nil {
 		return err
 	}
-	creds, err := parseCredentials(o.credentials, e.getenv("SAGEBOX_CREDENTIALS"))
+	credsFile := o.credsFile
+	if credsFile == "" {
+		credsFile = e.getenv("SAGEBOX_CREDENTIALS_FILE")
+	}
+	var fileLines []string
+	if credsFile != "" {
+		if fileLines, err = readCredentialsFile(credsFile); err != nil {
+			return err
+		}
+	}
+	creds, err := parseCredentials(o.credentials, e.getenv("SAGEBOX_CREDENTIALS"), fileLines)
 	if err != nil {
 		return err
 	}
 	if !isLoopback(o.addr) && len(creds) == 0 {
-		return fmt.Errorf("refusing to listen on %s without credentials: anyone who can reach it could run code on this machine; pass --credentials ACCESS_KEY:SECRET or bind to 127.0.0.1", o.addr)
+		return fmt.Errorf("refusing to listen on %s without credentials: anyone who can reach it could run code on this machine; pass --credentials-file FILE (ACCESS_KEY:SECRET lines) or bind to 127.0.0.1", o.addr)
+	}
+	if len(o.credentials) > 0 {
+		logger.Warn("--credentials puts secrets on the command line, where every local user can read them (ps); use --credentials-file or SAGEBOX_CREDENTIALS")
+	}
+	var tlsCert *tls.Certificate
+	if o.tlsCert != "" || o.tlsKey != "" {
+		if o.tlsCert == "" || o.tlsKey == "" {
+			return fmt.Errorf("--tls-cert and --tls-key go together")
+		}
+		c, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		tlsCert = &c
 	}
 	dataDir := o.dataDir
 	if dataDir == "" {
@@ -182,52 +197,88 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	endpoint := "http://" + ln.Addr().String()
+	if tlsCert != nil {
+		endpoint = "https://" + ln.Addr().String()
+	}
 
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable for the job shim: %w", err)
+	}
+	// One view of the GPUs for everything this server runs; jobs inherit
+	// the server's environment, so its CUDA_VISIBLE_DEVICES narrows it.
+	devs, err := gpu.Discover(ctx, gpu.NvidiaSMI, os.LookupEnv)
+	if err != nil {
+		logger.Debug("no GPUs", "error", err)
+	} else {
+		logger.Info("GPUs", "count", len(devs))
+	}
+	// With auth on, each job signs with its own key (jobkeys.go).
+	var jobCreds func(string) (string, string)
+	var keys *jobKeys
+	if len(creds) > 0 {
+		if keys, err = loadJobKeys(dataDir); err != nil {
+			return err
+		}
+		jobCreds = keys.credentials
 	}
 	runner := training.NewRunner(training.Config{
 		DataDir:           dataDir,
 		Python:            py,
 		RuntimeDir:        runtimeDir,
 		SagemakerEndpoint: endpoint,
+		JobCredentials:    jobCreds,
 		Region:            o.region,
 		StopGrace:         o.stopGrace,
 		ShimCommand:       []string{self, "exec-shim"},
-	}, db, objects, logs, logger)
+		GPUs:              gpu.NewAllocator(devs, logger),
+	}, db, localobj.New(objects), logs, logger)
 
 	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID}, db, logs, runner, logger)
 	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}
 	var auth router.Authenticator
 	if len(creds) > 0 {
-		v := sigv4.NewVerifier(creds, time.Now)
+		v := sigv4.NewVerifier(creds, time.Now, sigv4.WithRegion(o.region), sigv4.WithKeySource(keys.lookup))
 		auth = sigv4Authenticator{v}
 		// S3 verifies again itself so it can check aws-chunked chunk signatures.
 		s3cfg.Verifier = v
 	}
 	s3h := s3api.New(objects, s3cfg)
 	query := sts.New(sts.Config{AccountID: o.accountID, Logger: logger})
-	handler := router.New(router.Routes{JSON: cp, S3: s3h, Query: query}, auth, logger)
+	// Runtime stays nil until endpoints exist: InvokeEndpoint answers 501
+	// with a message that says so.
+	health := &serverHealth{dataDir: dataDir}
+	metrics := newServerMetrics()
+	handler := metrics.Instrument(router.New(router.Routes{
+		JSON: cp, S3: s3h, Query: query, Health: health.Check, Metrics: metrics.Handler(),
+	}, auth, logger))
 
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           bodytimeout.Handler(handler, o.bodyIdle),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if tlsCert != nil {
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*tlsCert}, MinVersion: tls.VersionTLS12}
+		// HTTP/1.1 only, as S3 itself: one code path for bodies and
+		// deadlines whatever the transport.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	if err := runner.Recover(ctx); err != nil {
 		logger.Error("recover training jobs", "error", err)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("sagebox server ready", "addr", ln.Addr().String(), "data_dir", dataDir, "auth", len(creds) > 0)
+	logger.Info("sagebox server ready", "addr", ln.Addr().String(), "endpoint", endpoint, "data_dir", dataDir, "auth", len(creds) > 0, "tls", tlsCert != nil)
 
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	health.stopping.Store(true)
 	logger.Info("shutting down; running jobs keep running and are re-adopted at the next start")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -235,12 +286,4 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		logger.Warn("shutdown", "error", err)
 	}
 	return runner.Close(shutdownCtx)
-}
-
-// sigv4Authenticator adapts the SigV4 verifier to the router.
-type sigv4Authenticator struct{ v *sigv4.Verifier }
-
-func (a sigv4Authenticator) Authenticate(r *http.Request) error {
-	_, err := a.v.Verify(r)
-	return err
 }

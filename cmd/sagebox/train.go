@@ -43,6 +43,9 @@ type trainOptions struct {
 	noWait         bool
 	jsonOut        bool
 	requirementsOK bool
+
+	frameworkVersion string
+	pyVersion        string
 }
 
 func newTrainCmd(e *env) *cobra.Command {
@@ -71,7 +74,9 @@ Exit status: 0 when the job completes, 2 when it fails, 3 when it is stopped.`,
 	f.StringArrayVarP(&o.hyperparams, "hyperparameter", "p", nil, "hyperparameter KEY=VALUE (VALUE parsed as JSON when it is valid JSON); repeatable")
 	f.StringArrayVarP(&o.envVars, "env", "e", nil, "environment variable KEY=VALUE for the script; repeatable")
 	f.IntVar(&o.instanceCount, "instance-count", 1, "number of hosts (algo-1..N)")
-	f.StringVar(&o.distribution, "distribution", "", "torch_distributed, mpi or empty")
+	f.StringVar(&o.distribution, "distribution", "none", "how the hosts run the script: torch_distributed (torchrun), mpi (mpirun) or none (once per host)")
+	f.StringVar(&o.frameworkVersion, "framework-version", "", "PyTorch version named in the training image (default: the local interpreter's torch, major.minor)")
+	f.StringVar(&o.pyVersion, "py-version", "", "Python version named in the training image, e.g. py311 (default: the one AWS's image for that PyTorch has)")
 	f.IntVar(&o.processesPer, "processes-per-host", 0, "processes per host for mpi (default 1)")
 	f.IntVar(&o.maxRun, "max-run", 86400, "MaxRuntimeInSeconds")
 	f.StringArrayVar(&o.metrics, "metric", nil, "metric definition NAME=REGEX; repeatable")
@@ -150,6 +155,13 @@ func runTrain(ctx context.Context, e *env, entry string, o *trainOptions) error 
 	if r := e.getenv("AWS_REGION"); r != "" {
 		region = r
 	}
+	if o.instanceCount < 1 {
+		return fmt.Errorf("--instance-count %d: want 1 or more", o.instanceCount)
+	}
+	image, err := resolveTrainingImage(ctx, e, region, o.frameworkVersion, o.pyVersion)
+	if err != nil {
+		return err
+	}
 
 	if err := ensureBucket(ctx, c, o.bucket); err != nil {
 		return err
@@ -175,7 +187,7 @@ func runTrain(ctx context.Context, e *env, entry string, o *trainOptions) error 
 		hp[k] = encodeHyperparameter(v)
 	}
 	switch o.distribution {
-	case "":
+	case "", "none":
 	case "torch_distributed":
 		hp["sagemaker_torch_distributed_enabled"] = "true"
 	case "mpi":
@@ -186,7 +198,7 @@ func runTrain(ctx context.Context, e *env, entry string, o *trainOptions) error 
 		}
 		hp["sagemaker_mpi_num_of_processes_per_host"] = strconv.Itoa(n)
 	default:
-		return fmt.Errorf("--distribution %q: want torch_distributed or mpi", o.distribution)
+		return fmt.Errorf("--distribution %q: want torch_distributed, mpi or none", o.distribution)
 	}
 
 	var channels []smtypes.Channel
@@ -228,7 +240,7 @@ func runTrain(ctx context.Context, e *env, entry string, o *trainOptions) error 
 		TrainingJobName: aws.String(name),
 		RoleArn:         aws.String("arn:aws:iam::123456789012:role/sagebox"),
 		AlgorithmSpecification: &smtypes.AlgorithmSpecification{
-			TrainingImage:     aws.String("sagebox/pytorch-training:local"),
+			TrainingImage:     aws.String(image),
 			TrainingInputMode: smtypes.TrainingInputModeFile,
 			MetricDefinitions: metricDefs,
 		},

@@ -14,6 +14,7 @@
 //	training_jobs.go      Create/Describe/StopTrainingJob
 //	training_list.go      ListTrainingJobs
 //	training_validate.go  what CreateTrainingJob accepts, and its defaults
+//	tags.go               AddTags, DeleteTags, ListTags for every taggable kind
 //	logs.go               CreateLogGroup/Stream, PutLogEvents, DescribeLogGroups
 //	logs_read.go          DescribeLogStreams, GetLogEvents, FilterLogEvents
 //
@@ -47,4 +48,11 @@
 //     space-delimited patterns are rejected (see logstore.Pattern).
 //   - Training job names are unique ignoring case, as their lower-cased ARNs
 //     are.
+//   - ListTags/AddTags/DeleteTags on an ARN that names no resource here
+//     (unknown name, kind, region, account or partition) answer
+//     ValidationException "Requested resource not found: <arn>.". AddTags
+//     past 50 tags on a resource changes nothing and answers
+//     ValidationException. ListTags never pages (a resource has at most 50
+//     tags, MaxResults is at least 50). DescribeTrainingJob does not echo
+//     Tags, as AWS's does not: ListTags has them.
 package controlplane

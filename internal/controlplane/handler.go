@@ -59,14 +59,16 @@ const (
 type Handler struct {
 	cfg    Config
 	jobs   *metastore.DB
+	tags   TagStore
 	logs   *logstore.Store
 	runner Runner
 	logger *slog.Logger
 	ops    map[string]opFunc
 }
 
-// New returns a Handler backed by jobs and logs that hands jobs to runner.
-// A nil logger means slog.Default().
+// New returns a Handler backed by jobs (which also keeps the tags of every
+// taggable resource) and logs that hands jobs to runner. A nil logger means
+// slog.Default().
 func New(cfg Config, jobs *metastore.DB, logs *logstore.Store, runner Runner, logger *slog.Logger) *Handler {
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
@@ -89,6 +91,7 @@ func New(cfg Config, jobs *metastore.DB, logs *logstore.Store, runner Runner, lo
 	h := &Handler{
 		cfg:    cfg,
 		jobs:   jobs,
+		tags:   jobs,
 		logs:   logs,
 		runner: runner,
 		logger: logger.With(slog.String("system", "controlplane")),

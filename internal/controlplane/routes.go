@@ -9,6 +9,10 @@ func (h *Handler) routes() map[string]opFunc {
 		sageMakerPrefix + "ListTrainingJobs":    op(h.listTrainingJobs),
 		sageMakerPrefix + "StopTrainingJob":     op(h.stopTrainingJob),
 
+		sageMakerPrefix + "AddTags":    op(h.addTags),
+		sageMakerPrefix + "DeleteTags": op(h.deleteTags),
+		sageMakerPrefix + "ListTags":   op(h.listTags),
+
 		logsPrefix + "CreateLogGroup":     op(h.createLogGroup),
 		logsPrefix + "CreateLogStream":    op(h.createLogStream),
 		logsPrefix + "DescribeLogGroups":  op(h.describeLogGroups),

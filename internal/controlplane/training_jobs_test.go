@@ -76,10 +76,12 @@ func TestCreateTrainingJob(t *testing.T) {
 func TestCreateDefaults(t *testing.T) {
 	e := newEnv(t)
 	e.ok(t, "SageMaker.CreateTrainingJob", map[string]any{
-		"TrainingJobName":  "minimal",
-		"RoleArn":          "arn:aws:iam::123456789012:role/R",
-		"OutputDataConfig": map[string]any{"S3OutputPath": "s3://b/out"},
-		"Environment":      map[string]any{"SAGEMAKER_PROGRAM": "train.py"},
+		"TrainingJobName":        "minimal",
+		"RoleArn":                "arn:aws:iam::123456789012:role/R",
+		"AlgorithmSpecification": map[string]any{"TrainingImage": "img", "TrainingInputMode": "File"},
+		"ResourceConfig":         map[string]any{"InstanceType": "ml.m5.large"},
+		"OutputDataConfig":       map[string]any{"S3OutputPath": "s3://b/out"},
+		"Environment":            map[string]any{"SAGEMAKER_PROGRAM": "train.py"},
 		"InputDataConfig": []any{map[string]any{"ChannelName": "train", "DataSource": map[string]any{
 			"S3DataSource": map[string]any{"S3DataType": "S3Prefix", "S3Uri": "file:///data/train"}}}},
 	})
@@ -87,7 +89,7 @@ func TestCreateDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(*job.ResourceConfig, sagebox.ResourceConfig{InstanceCount: 1, VolumeSizeInGB: 30}) {
+	if !reflect.DeepEqual(*job.ResourceConfig, sagebox.ResourceConfig{InstanceType: "ml.m5.large", InstanceCount: 1, VolumeSizeInGB: 30}) {
 		t.Errorf("ResourceConfig = %+v", job.ResourceConfig)
 	}
 	if job.StoppingCondition.MaxRuntimeInSeconds != 86400 {

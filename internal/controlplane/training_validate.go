@@ -62,8 +62,11 @@ func (in *createTrainingJobInput) validate() error {
 	j := &in.job
 	v.str("trainingJobName", j.TrainingJobName, true, 1, 63, &jobNamePattern)
 	v.str("roleArn", j.RoleArn, true, 20, 2048, &roleArnPattern)
-	if a := j.AlgorithmSpecification; a != nil {
-		validateAlgorithm(&v, a)
+	// The model no longer marks AlgorithmSpecification and ResourceConfig
+	// required, but the service refuses a job without them (and what to
+	// run, and on what, is in them).
+	if v.required("algorithmSpecification", j.AlgorithmSpecification != nil) {
+		validateAlgorithm(&v, j.AlgorithmSpecification)
 	}
 	validateHyperParameters(&v, j.HyperParameters)
 	if j.InputDataConfig != nil {
@@ -78,8 +81,10 @@ func (in *createTrainingJobInput) validate() error {
 		v.str("outputDataConfig.kmsKeyId", o.KmsKeyId, false, 0, 2048, &anyPattern)
 		v.enum("outputDataConfig.compressionType", o.CompressionType, "GZIP", "NONE")
 	}
-	if r := j.ResourceConfig; r != nil {
-		v.str("resourceConfig.instanceType", r.InstanceType, false, 0, noMax, &instanceTypePattern)
+	if v.required("resourceConfig", j.ResourceConfig != nil) {
+		r := j.ResourceConfig
+		groups := len(r.InstanceGroups) > 0 && string(r.InstanceGroups) != "null"
+		v.str("resourceConfig.instanceType", r.InstanceType, !groups, 0, noMax, &instanceTypePattern)
 		v.str("resourceConfig.volumeKmsKeyId", r.VolumeKmsKeyId, false, 0, 2048, &anyPattern)
 	}
 	if set := in.set.ResourceConfig; set != nil {

@@ -74,7 +74,8 @@ func TestCreateTrainingJobValidation(t *testing.T) {
 		}, "ValidationException", prefix1 + at("'Stream'", "algorithmSpecification.trainingInputMode", "Member must satisfy enum value set: [Pipe, File, FastFile]")},
 		{"no image nor algorithm", func(r map[string]any) { r["AlgorithmSpecification"] = map[string]any{"TrainingInputMode": "File"} }, "ValidationException",
 			"Either AlgorithmName or TrainingImage must be specified in AlgorithmSpecification."},
-		{"algorithm spec absent ok", func(r map[string]any) { delete(r, "AlgorithmSpecification") }, "", ""},
+		{"algorithm spec absent", func(r map[string]any) { delete(r, "AlgorithmSpecification") }, "ValidationException",
+			prefix1 + at("null", "algorithmSpecification", "Member must not be null")},
 		{"image too long", func(r map[string]any) {
 			r["AlgorithmSpecification"] = map[string]any{"TrainingImage": strings.Repeat("i", 256), "TrainingInputMode": "File"}
 		}, "ValidationException", prefix1 + at("'"+strings.Repeat("i", 256)+"'", "algorithmSpecification.trainingImage", "Member must have length less than or equal to 255")},
@@ -117,21 +118,28 @@ func TestCreateTrainingJobValidation(t *testing.T) {
 			r["ResourceConfig"] = map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 0, "VolumeSizeInGB": 30}
 		}, "ValidationException", prefix1 + at("'0'", "resourceConfig.instanceCount", "Member must have value greater than or equal to 1")},
 		{"instance count over sagebox limit", func(r map[string]any) {
-			r["ResourceConfig"] = map[string]any{"InstanceCount": 17, "VolumeSizeInGB": 30}
+			r["ResourceConfig"] = map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 17, "VolumeSizeInGB": 30}
 		}, "ResourceLimitExceeded", "The sagebox limit on instances per training job is 16; the request asked for 17 instances."},
-		{"instance count 16 ok", func(r map[string]any) { r["ResourceConfig"] = map[string]any{"InstanceCount": 16} }, "", ""},
+		{"instance count 16 ok", func(r map[string]any) {
+			r["ResourceConfig"] = map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 16}
+		}, "", ""},
 		{"instance type", func(r map[string]any) {
 			r["ResourceConfig"] = map[string]any{"InstanceType": "local", "InstanceCount": 1}
 		}, "ValidationException", prefix1 + at("'local'", "resourceConfig.instanceType", `Member must satisfy regular expression pattern: ml\..+`)},
-		{"volume 0", func(r map[string]any) { r["ResourceConfig"] = map[string]any{"InstanceCount": 1, "VolumeSizeInGB": 0} },
+		{"volume 0", func(r map[string]any) {
+			r["ResourceConfig"] = map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 0}
+		},
 			"ValidationException", prefix1 + at("'0'", "resourceConfig.volumeSizeInGB", "Member must have value greater than or equal to 1")},
 		{"keep alive 3601", func(r map[string]any) {
-			r["ResourceConfig"] = map[string]any{"InstanceCount": 1, "KeepAlivePeriodInSeconds": 3601}
+			r["ResourceConfig"] = map[string]any{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "KeepAlivePeriodInSeconds": 3601}
 		}, "ValidationException", prefix1 + at("'3601'", "resourceConfig.keepAlivePeriodInSeconds", "Member must have value less than or equal to 3600")},
 		{"instance groups", func(r map[string]any) {
 			r["ResourceConfig"] = map[string]any{"InstanceGroups": []any{map[string]any{"InstanceGroupName": "a", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1}}, "VolumeSizeInGB": 30}
 		}, "ValidationException", "sagebox does not support heterogeneous clusters: use InstanceCount instead of InstanceGroups."},
-		{"resource config absent ok", func(r map[string]any) { delete(r, "ResourceConfig") }, "", ""},
+		{"resource config absent", func(r map[string]any) { delete(r, "ResourceConfig") }, "ValidationException",
+			prefix1 + at("null", "resourceConfig", "Member must not be null")},
+		{"instance type absent", func(r map[string]any) { r["ResourceConfig"] = map[string]any{"InstanceCount": 1, "VolumeSizeInGB": 30} },
+			"ValidationException", prefix1 + at("null", "resourceConfig.instanceType", "Member must not be null")},
 		{"max runtime 0", func(r map[string]any) { r["StoppingCondition"] = map[string]any{"MaxRuntimeInSeconds": 0} }, "ValidationException",
 			prefix1 + at("'0'", "stoppingCondition.maxRuntimeInSeconds", "Member must have value greater than or equal to 1")},
 		{"max runtime negative", func(r map[string]any) { r["StoppingCondition"] = map[string]any{"MaxRuntimeInSeconds": -5} }, "ValidationException",

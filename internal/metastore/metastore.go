@@ -1,6 +1,7 @@
 // Package metastore keeps sagebox's metadata in SQLite (<data-dir>/meta.db):
-// training jobs and the metric time series matched in their logs, and later
-// models, endpoint configs and endpoints.
+// training jobs and the metric time series matched in their logs, the tags
+// of every taggable resource (keyed by ARN, tags.go), and later models,
+// endpoint configs and endpoints.
 //
 // Each job is stored whole, as the JSON of sagebox.TrainingJob, next to the
 // columns that ListTrainingJobs filters and sorts on (name, status,

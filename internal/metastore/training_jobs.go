@@ -12,11 +12,16 @@ import (
 	"github.com/sagebox/sagebox/internal/sqldb"
 )
 
-// CreateTrainingJob stores a new job. job.TrainingJobName and
-// job.CreationTime must be set. A job with the same name (compared
+// CreateTrainingJob stores a new job, and its Tags under its
+// TrainingJobArn in the tag table, in one transaction (the stored job keeps
+// no Tags). job.TrainingJobName and job.CreationTime must be set; so must
+// TrainingJobArn when the job has tags. A job with the same name (compared
 // case-insensitively, as the lower-cased ARN implies) yields a
 // *sagebox.Error with code sagebox.ErrResourceInUse.
 func (db *DB) CreateTrainingJob(ctx context.Context, job *sagebox.TrainingJob) error {
+	if len(job.Tags) > 0 && job.TrainingJobArn == "" {
+		return fmt.Errorf("create training job %s: tags but no TrainingJobArn", job.TrainingJobName)
+	}
 	row, err := jobRow(job)
 	if err != nil {
 		return fmt.Errorf("create training job: %w", err)
@@ -33,10 +38,12 @@ func (db *DB) CreateTrainingJob(ctx context.Context, job *sagebox.TrainingJob) e
 		case !errors.Is(err, ErrNotFound):
 			return err
 		}
-		_, err = tx.ExecContext(ctx,
+		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO training_jobs (name, status, creation_time, last_modified, body) VALUES (?, ?, ?, ?, ?)`,
-			row.name, row.status, row.created, row.modified, row.body)
-		return err
+			row.name, row.status, row.created, row.modified, row.body); err != nil {
+			return err
+		}
+		return putTags(ctx, tx, job.TrainingJobArn, job.Tags)
 	})
 	if err != nil {
 		var se *sagebox.Error
@@ -187,6 +194,7 @@ func decodeJob(body []byte) (*sagebox.TrainingJob, error) {
 	if s.Internal != nil {
 		s.TrainingJob.Internal = *s.Internal
 	}
+	s.TrainingJob.Tags = nil // bodies written before the tag table held them
 	return s.TrainingJob, nil
 }
 
@@ -204,7 +212,9 @@ func jobRow(job *sagebox.TrainingJob) (row, error) {
 	if job.CreationTime == nil {
 		return row{}, fmt.Errorf("training job %s has no CreationTime", job.TrainingJobName)
 	}
-	s := storedJob{TrainingJob: job}
+	noTags := *job
+	noTags.Tags = nil // the tag table holds them
+	s := storedJob{TrainingJob: &noTags}
 	if job.Internal != (sagebox.JobInternal{}) {
 		s.Internal = &job.Internal
 	}

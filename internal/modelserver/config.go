@@ -1,6 +1,7 @@
 package modelserver
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -94,45 +95,14 @@ type Config struct {
 	// context.system_properties["server_version"].
 	ServerVersion string
 
-	// GoProcs sizes the Go scheduler (runtime.GOMAXPROCS) of the whole
-	// process once Start knows where the workers run. The front end and
-	// CPU workers share the CPUs, and while a P is idle Go wakes a spinning
-	// thread for each goroutine hand-off (request → worker goroutine →
-	// request), CPU the workers then lack: on 2 CPUs with 2 workers a front
-	// end limited to 1 P answers a batch-1 request in about two thirds of
-	// the time and serves about a fifth more of them (bench/modelserver).
-	// AutoGoProcs (the default of ConfigFromEnv) chooses half the usable
-	// CPUs, at least 1, when the workers run on CPUs and leaves GOMAXPROCS
-	// alone when they have GPUs; n > 0 sets n; 0 (DefaultConfig) leaves it
-	// alone. A GOMAXPROCS environment variable always wins. Because the
-	// setting is process-wide, a process that embeds several servers should
-	// leave this at 0.
-	GoProcs int
-
-	// BatchScheduling has Start move the whole process, and so the workers
-	// it starts, to Linux's SCHED_BATCH policy (threads under a policy
-	// other than the default are left alone; nice values are kept). Woken
-	// threads then no longer preempt the one running on their CPU, so the
-	// front end and the workers stop interrupting each other at every
-	// hand-off of a request: on 2 CPUs with 2 workers, 1.25× the batched
-	// and 1.15× the unbatched throughput (bench/modelserver). The price is
-	// paid when other programs keep the CPUs busy: the server's threads no
-	// longer preempt them either and wait for them to block or use up
-	// their time slice: next to two busy loops, one request at a time
-	// was served at a quarter of the rate (median of 4 alternating pairs,
-	// p50 up to 10× higher). Hence off by default, meant for a
-	// dedicated serving host; SAGEBOX_SCHED_BATCH=true in ConfigFromEnv.
-	// Process-wide, so a process that embeds several servers should leave
-	// it off. No effect outside Linux.
-	BatchScheduling bool
-
 	// pipelineQuick overrides the constant of that name (tests that need
 	// slow requests taken together); zero keeps it.
 	pipelineQuick time.Duration
+	// restartWait waits out a worker's restart backoff, reporting false
+	// when ctx ended first; nil means a timer (sleepCtx). Tests record the
+	// delays instead of sleeping them.
+	restartWait func(ctx context.Context, d time.Duration) bool
 }
-
-// AutoGoProcs is the GoProcs value that applies the automatic rule.
-const AutoGoProcs = -1
 
 // DefaultConfig returns a Config with every default applied.
 func DefaultConfig() Config {
@@ -172,14 +142,12 @@ func DefaultConfig() Config {
 //	SAGEMAKER_MAX_PAYLOAD_IN_MB           payload limit, first set wins (6 MiB)
 //	SAGEBOX_QUEUE_SIZE, TS_JOB_QUEUE_SIZE queue size, first set wins (100)
 //	SAGEBOX_INCLUDE_TRACEBACK             tracebacks in error bodies (false)
-//	SAGEBOX_SCHED_BATCH                   SCHED_BATCH for the process and its workers (false)
 //
-// A server configured this way is a process of its own, so GoProcs is
-// AutoGoProcs (GOMAXPROCS, when set, still wins). SAGEMAKER_BIND_TO_PORT is
-// read by Port. Bad values are errors that name the variable.
+// SAGEMAKER_BIND_TO_PORT is read by Port. Bad values are errors that name
+// the variable. Process-wide tuning (GOMAXPROCS, SAGEBOX_SCHED_BATCH) is
+// not the library's: `sagebox model-server` applies it to its own process.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
-	c.GoProcs = AutoGoProcs
 	var errs []string
 	bad := func(name, val, want string) {
 		errs = append(errs, fmt.Sprintf("%s=%q: %s", name, val, want))
@@ -256,13 +224,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			bad("SAGEBOX_INCLUDE_TRACEBACK", v, "must be true or false")
 		}
 		c.IncludeTraceback = b
-	}
-	if v := strings.TrimSpace(getenv("SAGEBOX_SCHED_BATCH")); v != "" {
-		b, err := parseBool(v)
-		if err != nil {
-			bad("SAGEBOX_SCHED_BATCH", v, "must be true or false")
-		}
-		c.BatchScheduling = b
 	}
 	if v := strings.TrimSpace(getenv("SAGEMAKER_MULTI_MODEL")); v != "" {
 		if b, err := parseBool(v); err != nil || b {
@@ -368,23 +329,8 @@ func (c *Config) validate() error {
 	if c.MaxBatchDelay < 0 {
 		errs = append(errs, "max batch delay must not be negative")
 	}
-	if c.GoProcs < AutoGoProcs {
-		errs = append(errs, fmt.Sprintf("GoProcs must be AutoGoProcs (-1), 0 or a positive number, not %d", c.GoProcs))
-	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid model server configuration: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// goProcs is the GOMAXPROCS that setting asks for with cpus usable CPUs and
-// gpus GPUs, or 0 to leave the runtime alone.
-func goProcs(setting, cpus, gpus int) int {
-	switch {
-	case setting > 0:
-		return setting
-	case setting == 0 || gpus > 0:
-		return 0
-	}
-	return max(1, cpus/2)
 }

@@ -20,7 +20,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if c.Program != "inference.py" || c.Workers != 0 || c.RequestTimeout != 60*time.Second ||
 				c.StartupTimeout != 600*time.Second || c.BatchSize != 1 || c.MaxBatchDelay != 100*time.Millisecond ||
 				c.DefaultAccept != "application/json" || c.MaxPayload != 6291456 || c.QueueSize != 100 ||
-				c.IncludeTraceback || c.GPUs != -1 || c.BatchScheduling {
+				c.IncludeTraceback || c.GPUs != -1 {
 				t.Fatalf("defaults: %+v", c)
 			}
 		}},
@@ -35,12 +35,10 @@ func TestConfigFromEnv(t *testing.T) {
 			"SAGEMAKER_MAX_PAYLOAD_IN_MB":          "10",
 			"SAGEBOX_QUEUE_SIZE":                   "7",
 			"SAGEBOX_INCLUDE_TRACEBACK":            "true",
-			"SAGEBOX_SCHED_BATCH":                  "true",
 		}, func(t *testing.T, c Config) {
 			if c.Program != "serve.py" || c.Workers != 3 || c.RequestTimeout != 20*time.Second ||
 				c.StartupTimeout != 30*time.Second || c.BatchSize != 8 || c.MaxBatchDelay != 5*time.Millisecond ||
-				c.DefaultAccept != "text/csv" || c.MaxPayload != 10<<20 || c.QueueSize != 7 || !c.IncludeTraceback ||
-				!c.BatchScheduling {
+				c.DefaultAccept != "text/csv" || c.MaxPayload != 10<<20 || c.QueueSize != 7 || !c.IncludeTraceback {
 				t.Fatalf("got %+v", c)
 			}
 		}},
@@ -103,7 +101,6 @@ func TestConfigFromEnvRejects(t *testing.T) {
 		{"TS_MAX_REQUEST_SIZE", "6MB", "must be a positive integer"},
 		{"SAGEBOX_QUEUE_SIZE", "0", "must be a positive integer"},
 		{"SAGEBOX_INCLUDE_TRACEBACK", "maybe", "must be true or false"},
-		{"SAGEBOX_SCHED_BATCH", "fast", `SAGEBOX_SCHED_BATCH="fast": must be true or false`},
 		{"SAGEMAKER_BIND_TO_PORT", "70000", "must be a port number"},
 		{"SAGEMAKER_MULTI_MODEL", "true", "multi-model endpoints are not supported"},
 	}
@@ -138,65 +135,19 @@ func TestPort(t *testing.T) {
 	}
 }
 
-func TestVisibleGPUs(t *testing.T) {
-	tests := []struct {
-		installed int
-		cvd       string
-		want      int
-	}{
-		{0, "unset", 0},
-		{4, "unset", 4},
-		{4, "", 0},
-		{4, " ", 0},
-		{4, "0,2", 2},
-		{4, "1", 1},
-		{4, "-1", 0},
-		{4, "0,-1,2", 1},
-		{2, "0,1,2,3", 2},
-		{4, "GPU-8a1b,GPU-9c2d", 2},
-		{4, "NoDevFiles", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.cvd, func(t *testing.T) {
-			cvd, set := tt.cvd, tt.cvd != "unset"
-			if !set {
-				cvd = ""
-			}
-			if got := visibleGPUs(tt.installed, cvd, set); got != tt.want {
-				t.Fatalf("visibleGPUs(%d, %q) = %d, want %d", tt.installed, tt.cvd, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestCountGPULines(t *testing.T) {
-	out := "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n  MIG 1g.10gb Device 0: (UUID: MIG-1)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-2)\n"
-	if n := countGPULines([]byte(out)); n != 2 {
-		t.Fatalf("counted %d GPUs", n)
-	}
-}
-
-func TestGoProcs(t *testing.T) {
-	c, err := ConfigFromEnv(envFunc(nil))
-	if err != nil || c.GoProcs != AutoGoProcs || DefaultConfig().GoProcs != 0 {
-		t.Fatalf("ConfigFromEnv GoProcs %d (%v), DefaultConfig %d", c.GoProcs, err, DefaultConfig().GoProcs)
-	}
-	for _, tc := range []struct{ setting, cpus, gpus, want int }{
-		{AutoGoProcs, 2, 0, 1},
-		{AutoGoProcs, 1, 0, 1},
-		{AutoGoProcs, 16, 0, 8},
-		{AutoGoProcs, 16, 2, 0}, // GPU workers: leave the runtime alone
-		{0, 16, 0, 0},
-		{3, 16, 2, 3},
+func TestWorkerInheritsNoServerSecrets(t *testing.T) {
+	for kv, want := range map[string]bool{
+		"PATH=/usr/bin":                 true,
+		"OMP_NUM_THREADS=1":             true,
+		"SAGEBOX_LOG_LEVEL=DEBUG":       true, // read by the worker itself
+		"SAGEBOX_WORKER_PROFILE=/tmp/p": true,
+		"SAGEBOX_CREDENTIALS=A:secret":  false,
+		"SAGEBOX_CREDENTIALS_FILE=/etc": false,
+		"SAGEBOX_QUEUE_SIZE=7":          false,
+		"PYTHONPATH=/x":                 false,
 	} {
-		if got := goProcs(tc.setting, tc.cpus, tc.gpus); got != tc.want {
-			t.Errorf("goProcs(%d, %d cpus, %d gpus) = %d, want %d", tc.setting, tc.cpus, tc.gpus, got, tc.want)
+		if got := workerInherits(kv); got != want {
+			t.Errorf("workerInherits(%q) = %v, want %v", kv, got, want)
 		}
-	}
-	bad := DefaultConfig()
-	bad.ModelDir = "x"
-	bad.GoProcs = -2
-	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "GoProcs") {
-		t.Fatalf("validate: %v", err)
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // The fake worker is this test binary re-executed (the helper-process
 // pattern): TestMain runs fakeWorkerMain instead of the tests when
-// SAGEBOX_FAKE_WORKER=1. It speaks the real protocol and behaves according
+// FAKE_SAGEBOX_WORKER=1. It speaks the real protocol and behaves according
 // to its environment and to the request bodies:
 //
 //	FAKE_LOAD=ok|fail|hang|exit|crash  what LOAD does (default ok)
@@ -42,13 +42,13 @@ import (
 
 // TestMain also runs internal/proc's supervisor when the test binary is
 // re-executed as "<binary> exec-shim ..." (Config.Supervisor of the
-// tests), before looking at SAGEBOX_FAKE_WORKER: the supervisor runs with
+// tests), before looking at FAKE_SAGEBOX_WORKER: the supervisor runs with
 // the worker's environment.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "exec-shim" {
 		os.Exit(proc.RunSupervisor(context.Background(), os.Args[2:]))
 	}
-	if os.Getenv("SAGEBOX_FAKE_WORKER") == "1" {
+	if os.Getenv("FAKE_SAGEBOX_WORKER") == "1" {
 		os.Exit(fakeWorkerMain())
 	}
 	os.Exit(m.Run())
@@ -61,6 +61,8 @@ type loadRecord struct {
 	Cwd        string    `json:"cwd"`
 	PythonPath string    `json:"pythonpath"`
 	Args       []string  `json:"args"`
+	// Secret is SAGEBOX_CREDENTIALS as the worker sees it (must be "").
+	Secret string `json:"secret"`
 }
 
 func fakeWorkerMain() int {
@@ -105,7 +107,8 @@ func fakeWorkerMain() int {
 		os.WriteFile(filepath.Join(state, fmt.Sprintf("daemon-%d", d.Process.Pid)), nil, 0o644)
 	}
 	cwd, _ := os.Getwd()
-	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:]})
+	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:],
+		Secret: os.Getenv("SAGEBOX_CREDENTIALS")})
 	if state != "" {
 		os.WriteFile(filepath.Join(state, fmt.Sprintf("load-%d.json", os.Getpid())), rec, 0o644)
 	}
@@ -197,6 +200,11 @@ func fakeWorkerMain() int {
 				select {}
 			case body == "hang":
 				select {}
+			case strings.HasPrefix(body, "wait:"):
+				// Runs until the file named after the colon exists.
+				for _, err := os.Stat(strings.TrimPrefix(body, "wait:")); err != nil; _, err = os.Stat(strings.TrimPrefix(body, "wait:")) {
+					time.Sleep(2 * time.Millisecond)
+				}
 			case strings.HasPrefix(body, "sleep:"):
 				d, _ := time.ParseDuration(strings.TrimPrefix(body, "sleep:"))
 				time.Sleep(d)

@@ -22,8 +22,9 @@ import (
 
 // testHTTP is a Server's HTTPServer on a loopback port.
 type testHTTP struct {
-	URL string
-	srv *HTTPServer
+	URL   string
+	srv   *HTTPServer
+	conns *sync.Map // the client's address → the server's end of its connection
 }
 
 // serveTestHTTP serves srv's routes on a loopback port until Close.
@@ -34,8 +35,34 @@ func serveTestHTTP(t *testing.T, srv *Server) *testHTTP {
 		t.Fatal(err)
 	}
 	hs := srv.HTTPServer(log.New(io.Discard, "", 0))
-	go hs.Serve(ln)
-	return &testHTTP{URL: "http://" + ln.Addr().String(), srv: hs}
+	h := &testHTTP{URL: "http://" + ln.Addr().String(), srv: hs, conns: &sync.Map{}}
+	go hs.Serve(recordingListener{ln, h.conns})
+	return h
+}
+
+// serverConn returns the server's end of the connection from the client
+// address client, or nil if it was not accepted.
+func (h *testHTTP) serverConn(client string) net.Conn {
+	c, ok := h.conns.Load(client)
+	if !ok {
+		return nil
+	}
+	return c.(net.Conn)
+}
+
+// recordingListener records every connection it accepts by the client's
+// address.
+type recordingListener struct {
+	net.Listener
+	conns *sync.Map
+}
+
+func (l recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.conns.Store(c.RemoteAddr().String(), c)
+	}
+	return c, err
 }
 
 func (h *testHTTP) Close() { h.srv.Shutdown(context.Background()) }
@@ -76,7 +103,8 @@ func startTestServer(t *testing.T, o testOptions) *testServer {
 	cfg.RestartBackoff = 10 * time.Millisecond
 	cfg.RestartBackoffMax = 100 * time.Millisecond
 	cfg.ShutdownGrace = 2 * time.Second
-	cfg.Env = append(os.Environ(), "SAGEBOX_FAKE_WORKER=1", "FAKE_STATE_DIR="+state, "PYTHONPATH=/existing")
+	cfg.Env = append(os.Environ(), "FAKE_SAGEBOX_WORKER=1", "FAKE_STATE_DIR="+state, "PYTHONPATH=/existing",
+		"SAGEBOX_CREDENTIALS=AKID:server-secret")
 	cfg.Env = append(cfg.Env, o.env...)
 	if o.mutate != nil {
 		o.mutate(&cfg)

@@ -39,12 +39,36 @@ func newCall() *call {
 	return &call{done: make(chan struct{}, 1), timer: t, workerID: -1}
 }
 
-// release returns c to the pool.
+// release returns c to the pool. Its request aliased the caller's, so
+// nothing of it is kept.
 func (s *Server) release(c *call) {
-	hs := c.req.Headers
-	clear(hs)
-	*c = call{req: wire.Request{Headers: hs[:0]}, timer: c.timer, done: c.done, workerID: -1}
+	*c = call{timer: c.timer, done: c.done, workerID: -1}
 	s.calls.Put(c)
+}
+
+// Invoke runs req through the queue and a worker and fills resp: the
+// Invoker the HTTP routes serve. It returns an *Error when the request
+// never reached a worker, or the worker or the handler failed without an
+// answer of its own. ctx ends the wait while no worker has the request
+// (a worker that has it is bounded by the request timeout); Invoke never
+// returns while a worker may still read req.
+func (s *Server) Invoke(ctx context.Context, req *Request, resp *Response) error {
+	c := s.calls.Get().(*call)
+	defer s.release(c)
+	c.req.Body, c.req.ContentType, c.req.Accept, c.req.Headers = req.Body, req.ContentType, req.Accept, req.Headers
+	c.conn = req.Conn
+	if e := s.invoke(ctx, c); e != nil {
+		return e
+	}
+	// A status the handler set through the context is its answer, body
+	// and all (an empty body gets the JSON error instead, with the
+	// handler's headers).
+	if e := c.err; e != nil && (e.Type != TypeResponseStatus || len(c.body) == 0) {
+		resp.Headers = c.headers
+		return e
+	}
+	*resp = Response{Status: c.status, ContentType: c.contentType, Headers: c.headers, Body: c.body, Err: c.err}
+	return nil
 }
 
 // invoke queues c (its req filled in but for the ID) and waits until it is
@@ -53,7 +77,7 @@ func (s *Server) release(c *call) {
 // is why c never reached a worker. invoke never returns while a worker may
 // still read c.req, so the request may alias buffers the caller reuses
 // afterwards.
-func (s *Server) invoke(c *call) *Error {
+func (s *Server) invoke(ctx context.Context, c *call) *Error {
 	s.pending.Add(1)
 	defer s.pending.Add(-1)
 	if s.stopping.Load() {
@@ -66,17 +90,25 @@ func (s *Server) invoke(c *call) *Error {
 	}
 	c.req.ID = s.nextID.Add(1)
 	c.enqueued = time.Now()
-	if err := s.queue.Push(context.Background(), c); err != nil {
+	if err := s.queue.Push(ctx, c); err != nil {
 		return queueError(err)
 	}
 	c.timer.Reset(s.cfg.RequestTimeout)
+	timedOut := false
 	select {
 	case <-c.done:
 		c.timer.Stop()
 		return nil
 	case <-c.timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		c.timer.Stop()
 	}
 	if s.queue.Remove(c) {
+		if !timedOut {
+			return errorf(StatusClientClosedRequest, TypeClientGone,
+				"the caller gave up before a worker took the request: %v", context.Cause(ctx))
+		}
 		return errorf(http.StatusServiceUnavailable, TypeUnavailable,
 			"no worker took the request within %s (%d of %d workers have the model loaded); retry later",
 			s.cfg.RequestTimeout, s.loaded.Load(), len(s.Health().Workers))

@@ -1,8 +1,10 @@
 package modelserver
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -138,10 +140,63 @@ func TestProgressPageFollowsTheWorkersLife(t *testing.T) {
 	}
 }
 
-// With batching off, a worker does not keep waiting requests to itself
-// while another worker is idle, nor slow ones at all: eight slow requests
-// arriving together on two workers are shared between them.
+// With batching off, a worker that took several quick requests at once
+// keeps only its even share while other workers wait for requests, and
+// puts the rest back at the front of the queue, in order.
 func TestPipelineSharesWithIdleWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		idle       int
+		handlerAvg time.Duration
+		keep       int
+	}{
+		{"one idle worker", 1, 0, 4},
+		{"three idle workers", 3, 0, 2},
+		{"more idle workers than requests", 20, 0, 1},
+		{"no idle worker", 0, 0, 8},
+		{"slow handlers", 1, pipelineQuick, 1},
+		{"slow handlers, no idle worker", 0, pipelineQuick, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ModelDir = t.TempDir()
+			s, err := New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &worker{srv: s, handlerAvg: tc.handlerAvg}
+			var calls []*call
+			for i := range 8 {
+				c := newCall()
+				c.req.ID = uint64(i)
+				calls = append(calls, c)
+			}
+			s.idle.Store(int32(tc.idle))
+			kept := w.share(slices.Clone(calls))
+			if len(kept) != tc.keep || !slices.Equal(kept, calls[:tc.keep]) {
+				t.Fatalf("kept %d calls, want the first %d", len(kept), tc.keep)
+			}
+			if n := s.queue.Len(); n != 8-tc.keep {
+				t.Fatalf("%d calls back in the queue, want %d", n, 8-tc.keep)
+			}
+			if tc.keep == len(calls) {
+				return
+			}
+			back, err := s.queue.Next(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(back, calls[tc.keep:]) {
+				t.Fatalf("the queue gives back %d calls, not the rest in order", len(back))
+			}
+		})
+	}
+}
+
+// With batching off, a worker does not keep slow requests to itself:
+// eight slow requests arriving together on two workers are shared between
+// them.
+func TestPipelineDoesNotHoldSlowRequests(t *testing.T) {
 	ts := startTestServer(t, testOptions{workers: 2})
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sagebox/sagebox/internal/wire"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
 // The routes. Only /ping and /invocations belong to SageMaker's container
@@ -59,11 +62,83 @@ func (h *HTTPServer) Shutdown(ctx context.Context) error { return h.fs.ShutdownW
 // waited in the queue checks that its client is still there and drops it
 // if not (worker.dropAbandoned).
 func (s *Server) HTTPServer(errorLog *log.Logger) *HTTPServer {
+	return newHTTPServer(s, routeOptions{
+		logger:           s.logger,
+		metrics:          s.metrics,
+		maxPayload:       s.cfg.MaxPayload,
+		includeTraceback: s.cfg.IncludeTraceback,
+	}, errorLog)
+}
+
+// Invoker is what the HTTP routes serve: one model (a *Server) or,
+// later, a chain of containers that runs each request stage after stage.
+type Invoker interface {
+	// Invoke runs req and fills resp. A non-nil error (an *Error) is
+	// the answer, as a JSON error body with the headers in resp.Headers
+	// (those a handler set before failing); otherwise resp is the answer,
+	// whatever its status.
+	Invoke(ctx context.Context, req *Request, resp *Response) error
+	// Health is what /ping and /_sagebox/health report.
+	Health() Health
+}
+
+// Request is one invocation as the routes hand it to an Invoker. Its
+// fields alias the HTTP server's buffers, valid until Invoke returns.
+type Request struct {
+	Body        []byte
+	ContentType string
+	Accept      string
+	Headers     []wire.Header
+	// Conn is the client's connection when the HTTP server exposes its
+	// socket (nil otherwise), to see whether the client is still there.
+	Conn syscall.Conn
+}
+
+// Response is an Invoker's answer. The routes write it and keep none of
+// it; Body may alias a buffer the Invoker does not reuse.
+type Response struct {
+	Status      int
+	ContentType string
+	Headers     []wire.Header
+	Body        []byte
+	// Err is set when the answer is a handler's own error status (a
+	// status of 400 or more set through the context, with a body): the
+	// routes send the answer as it is and log Err.
+	Err *Error
+}
+
+// routeOptions are what the routes need besides their Invoker.
+type routeOptions struct {
+	logger           *slog.Logger
+	metrics          *metrics
+	maxPayload       int64
+	includeTraceback bool
+}
+
+// routes are the HTTP routes over an Invoker.
+type routes struct {
+	routeOptions
+	inv         Invoker
+	metricsHTTP fasthttp.RequestHandler
+	exchanges   sync.Pool // *exchange
+}
+
+// exchange is a pooled Request and Response, so that an invocation
+// allocates nothing of its own on the way through the routes.
+type exchange struct {
+	req  Request
+	resp Response
+}
+
+// newHTTPServer serves inv's routes.
+func newHTTPServer(inv Invoker, o routeOptions, errorLog *log.Logger) *HTTPServer {
+	rt := &routes{routeOptions: o, inv: inv, metricsHTTP: fasthttpadaptor.NewFastHTTPHandler(o.metrics.handler())}
+	rt.exchanges.New = func() any { return new(exchange) }
 	srv := &fasthttp.Server{
-		Handler:                      s.serveHTTP,
-		ErrorHandler:                 s.httpError,
-		ExpectHandler:                s.expectContinue,
-		MaxRequestBodySize:           int(s.cfg.MaxPayload),
+		Handler:                      rt.serveHTTP,
+		ErrorHandler:                 rt.httpError,
+		ExpectHandler:                rt.expectContinue,
+		MaxRequestBodySize:           int(o.maxPayload),
 		ReadBufferSize:               readBufferSize,
 		ReadTimeout:                  readTimeout,
 		IdleTimeout:                  idleTimeout,
@@ -85,7 +160,7 @@ func (s *Server) HTTPServer(errorLog *log.Logger) *HTTPServer {
 func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
 
 // serveHTTP routes a request.
-func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
+func (s *routes) serveHTTP(ctx *fasthttp.RequestCtx) {
 	method := ctx.Method()
 	switch p := string(ctx.Path()); p {
 	case pathInvocations:
@@ -111,7 +186,7 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 			methodNotAllowed(ctx, "GET, HEAD")
 			return
 		}
-		writeJSON(ctx, http.StatusOK, s.Health())
+		writeJSON(ctx, http.StatusOK, s.inv.Health())
 	default:
 		if rest, ok := strings.CutPrefix(p, pathModelPrefix); ok {
 			if name, ok := strings.CutSuffix(rest, "/invoke"); ok && !strings.Contains(name, "/") {
@@ -140,7 +215,7 @@ func methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
 }
 
 // httpError answers a request the HTTP server could not read.
-func (s *Server) httpError(ctx *fasthttp.RequestCtx, err error) {
+func (s *routes) httpError(ctx *fasthttp.RequestCtx, err error) {
 	var e *Error
 	var small *fasthttp.ErrSmallBuffer
 	var netErr interface{ Timeout() bool }
@@ -163,8 +238,8 @@ func (s *Server) httpError(ctx *fasthttp.RequestCtx, err error) {
 // expectContinue answers "Expect: 100-continue" (curl sends it for bodies
 // over 1 KiB): 413 at once for a body over the limit, so the client never
 // sends it, else 100 Continue.
-func (s *Server) expectContinue(ctx *fasthttp.RequestCtx) int {
-	if int64(ctx.Request.Header.ContentLength()) > s.cfg.MaxPayload {
+func (s *routes) expectContinue(ctx *fasthttp.RequestCtx) int {
+	if int64(ctx.Request.Header.ContentLength()) > s.maxPayload {
 		s.logger.Warn(s.tooLarge().Message, "code", http.StatusRequestEntityTooLarge, "remote", ctx.RemoteAddr().String())
 		s.metrics.observeRequest(http.StatusRequestEntityTooLarge, 0)
 		return http.StatusRequestEntityTooLarge
@@ -179,8 +254,8 @@ type pingBody struct {
 
 // handlePing answers 200 {"status": "Healthy"} once every worker has
 // loaded the model; 503 while loading, 500 when loading failed.
-func (s *Server) handlePing(ctx *fasthttp.RequestCtx) {
-	h := s.Health()
+func (s *routes) handlePing(ctx *fasthttp.RequestCtx) {
+	h := s.inv.Health()
 	code := http.StatusOK
 	body := pingBody{Status: "Healthy"}
 	if !h.Ready {
@@ -200,62 +275,72 @@ func writeJSON(ctx *fasthttp.RequestCtx, code int, v any) {
 	ctx.SetBody(append(b, '\n'))
 }
 
-func (s *Server) tooLarge() *Error {
+func (s *routes) tooLarge() *Error {
 	return errorf(http.StatusRequestEntityTooLarge, TypePayloadTooLarge,
 		"the request body exceeds the limit of %d bytes (raise it with SAGEMAKER_MAX_PAYLOAD_IN_MB or TS_MAX_REQUEST_SIZE)",
-		s.cfg.MaxPayload)
+		s.maxPayload)
 }
 
-// handleInvocations hands one request to a worker and writes its answer.
-func (s *Server) handleInvocations(ctx *fasthttp.RequestCtx) {
+// handleInvocations hands one request to the Invoker and writes its
+// answer.
+func (s *routes) handleInvocations(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
-	c := s.calls.Get().(*call)
+	x := s.exchanges.Get().(*exchange)
+	defer s.release(x)
+	req := &x.req
 	// The body is the server's buffer, valid until this handler returns,
-	// which is after the worker has read it (see invoke).
-	c.req.Body = ctx.PostBody()
+	// which is after the Invoker is done with it.
+	req.Body = ctx.PostBody()
 	if sc, ok := ctx.Conn().(syscall.Conn); ok {
-		c.conn = sc
+		req.Conn = sc
 	}
 	hdr := &ctx.Request.Header
-	c.req.ContentType = string(hdr.ContentType())
-	c.req.Accept = string(hdr.Peek("Accept"))
+	req.ContentType = string(hdr.ContentType())
+	req.Accept = string(hdr.Peek("Accept"))
 	for name, value := range hdr.All() {
-		c.req.Headers = append(c.req.Headers, wire.Header{Name: string(name), Value: string(value)})
+		req.Headers = append(req.Headers, wire.Header{Name: string(name), Value: string(value)})
 	}
-	if e := s.invoke(c); e != nil {
-		s.release(c)
-		s.fail(ctx, start, e)
-		return
-	}
+	// Not ctx: fasthttp ends it when the server shuts down, and a drain
+	// lets accepted requests finish.
+	err := s.inv.Invoke(context.Background(), req, &x.resp)
+	answer := &x.resp
 	resp := &ctx.Response
-	for _, kv := range c.headers {
+	for _, kv := range answer.Headers {
 		if allowedResponseHeader(kv.Name) {
 			resp.Header.Add(kv.Name, kv.Value)
 		}
 	}
-	// A status the handler set through the context is its answer, body
-	// and all (an empty body gets the JSON error instead).
-	if c.err != nil && (c.err.Type != TypeResponseStatus || len(c.body) == 0) {
-		s.fail(ctx, start, c.err)
-		s.release(c)
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			e = errorf(http.StatusInternalServerError, TypeInternal, "%v", err)
+		}
+		s.fail(ctx, start, e)
 		return
 	}
-	if c.err != nil {
-		s.logger.Log(context.Background(), slogLevelFor(c.err.Code), c.err.Message,
-			"code", c.err.Code, "type", c.err.Type, "path", string(ctx.Path()))
+	if e := answer.Err; e != nil {
+		s.logger.Log(context.Background(), slogLevelFor(e.Code), e.Message,
+			"code", e.Code, "type", e.Type, "path", string(ctx.Path()))
 	}
-	if c.contentType != "" {
-		resp.Header.SetContentType(c.contentType)
+	if answer.ContentType != "" {
+		resp.Header.SetContentType(answer.ContentType)
 	}
-	resp.SetStatusCode(c.status)
-	// The body aliases the worker's answer buffer, which is not reused.
-	resp.SetBodyRaw(c.body)
-	s.metrics.observeRequest(c.status, time.Since(start))
-	s.release(c)
+	resp.SetStatusCode(answer.Status)
+	// The body aliases the Invoker's answer buffer, which it does not reuse.
+	resp.SetBodyRaw(answer.Body)
+	s.metrics.observeRequest(answer.Status, time.Since(start))
+}
+
+// release returns x to the pool, keeping its header slice.
+func (s *routes) release(x *exchange) {
+	hs := x.req.Headers
+	clear(hs)
+	*x = exchange{req: Request{Headers: hs[:0]}}
+	s.exchanges.Put(x)
 }
 
 // fail writes e, logs it and counts it.
-func (s *Server) fail(ctx *fasthttp.RequestCtx, start time.Time, e *Error) {
+func (s *routes) fail(ctx *fasthttp.RequestCtx, start time.Time, e *Error) {
 	if e.Type == "" {
 		e.Type = strings.ReplaceAll(http.StatusText(e.Code), " ", "")
 	}
@@ -264,7 +349,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, start time.Time, e *Error) {
 		attrs = append(attrs, "traceback", e.Traceback)
 	}
 	s.logger.Log(context.Background(), slogLevelFor(e.Code), e.Message, attrs...)
-	writeError(ctx, e, s.cfg.IncludeTraceback)
+	writeError(ctx, e, s.includeTraceback)
 	s.metrics.observeRequest(e.Code, time.Since(start))
 }
 

@@ -10,7 +10,9 @@
 // model.
 //
 // A Server is used either by `sagebox model-server` or embedded in-process
-// by an endpoint: New, then serve Handler, then Start, then Shutdown.
+// by an endpoint: New, then serve HTTPServer, then Start, then Shutdown. It
+// never changes process-wide state (GOMAXPROCS, scheduling policy): that is
+// the command's to do, and workers inherit whatever their process has.
 package modelserver
 
 import (
@@ -30,8 +32,6 @@ import (
 	"github.com/sagebox/sagebox/internal/archive"
 	"github.com/sagebox/sagebox/internal/batch"
 	"github.com/sagebox/sagebox/internal/pyruntime"
-	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
 // pipelineDepth is how many waiting requests a worker takes at once when
@@ -70,7 +70,7 @@ type Server struct {
 	answerLimit      int64
 	resultFrameLimit int
 
-	metricsHTTP fasthttp.RequestHandler // the metrics handler on the inference port
+	restartWait func(ctx context.Context, d time.Duration) bool // Config.restartWait or sleepCtx
 
 	// Set by Start before workers run; read-only afterwards.
 	modelDir    string
@@ -132,8 +132,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		func() float64 { return float64(s.queue.Len()) },
 		func() float64 { return float64(s.loaded.Load()) },
 		cfg.BatchSize)
-	s.metricsHTTP = fasthttpadaptor.NewFastHTTPHandler(s.metrics.handler())
 	s.calls.New = func() any { return newCall() }
+	s.restartWait = cfg.restartWait
+	if s.restartWait == nil {
+		s.restartWait = sleepCtx
+	}
 	return s, nil
 }
 
@@ -237,7 +240,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	if _, err := os.Stat(req); err == nil {
 		s.logger.Info("installing requirements", "file", req)
 		out := &linePump{logger: s.logger, stream: "pip"}
-		py, err := pyruntime.InstallRequirements(ctx, s.python, req, filepath.Join(cacheDir, "venvs"), out)
+		py, err := pyruntime.InstallRequirements(ctx, s.python, req, filepath.Join(cacheDir, "venvs"), cfg.Env, out)
 		out.flush()
 		if err != nil {
 			return fmt.Errorf("install %s: %w", req, err)
@@ -251,7 +254,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	env := make([]string, 0, len(base)+3)
 	for _, kv := range base {
-		if !strings.HasPrefix(kv, "PYTHONPATH=") && !strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+		if workerInherits(kv) {
 			env = append(env, kv)
 		}
 	}
@@ -279,19 +282,6 @@ func (s *Server) prepare(ctx context.Context) error {
 		return fmt.Errorf("create socket dir: %w", err)
 	}
 	s.workerCount = n
-	if procs := goProcs(cfg.GoProcs, runtime.NumCPU(), gpus); procs > 0 && os.Getenv("GOMAXPROCS") == "" {
-		if was := runtime.GOMAXPROCS(procs); was != procs {
-			s.logger.Info("sizing the Go scheduler to leave the CPUs to the workers", "gomaxprocs", procs, "was", was)
-		}
-	}
-	if cfg.BatchScheduling {
-		// Before the workers start, so that they inherit the policy.
-		if moved, err := batchScheduling(); err != nil {
-			s.logger.Warn("could not move the model server to SCHED_BATCH; running under the default policy", "error", err)
-		} else if moved > 0 {
-			s.logger.Info("scheduling the front end and the workers as batch work (SCHED_BATCH)", "threads", moved)
-		}
-	}
 	s.mu.Lock()
 	for i := range n {
 		gpu := -1
@@ -428,4 +418,19 @@ func answerLimits(maxPayload int64, batchSize int) (answer int64, frame int) {
 		answer = most
 	}
 	return answer, int(answer*int64(batchSize) + framing)
+}
+
+// workerInherits reports whether a worker gets the KEY=VALUE entry kv of the
+// front end's environment: not PYTHONPATH or PYTHONUNBUFFERED (set for the
+// worker), and no SAGEBOX_* variable (the server's settings, credentials
+// among them) but the two the worker reads itself.
+func workerInherits(kv string) bool {
+	k, _, _ := strings.Cut(kv, "=")
+	switch k {
+	case "PYTHONPATH", "PYTHONUNBUFFERED":
+		return false
+	case "SAGEBOX_LOG_LEVEL", "SAGEBOX_WORKER_PROFILE":
+		return true
+	}
+	return !strings.HasPrefix(k, "SAGEBOX_")
 }

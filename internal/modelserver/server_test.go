@@ -371,10 +371,26 @@ func TestWorkerDiesWhileIdle(t *testing.T) {
 }
 
 func TestLoadFailure(t *testing.T) {
+	// The backoff is recorded rather than slept: five restarts, then the
+	// worker waits until the server stops.
+	var mu sync.Mutex
+	var delays []time.Duration
+	recordBackoff := func(ctx context.Context, d time.Duration) bool {
+		mu.Lock()
+		delays = append(delays, d)
+		n := len(delays)
+		mu.Unlock()
+		if n < 5 {
+			return ctx.Err() == nil
+		}
+		<-ctx.Done()
+		return false
+	}
 	ts := startTestServer(t, testOptions{env: []string{"FAKE_LOAD=fail"}, noWait: true,
 		mutate: func(c *Config) {
 			c.RestartBackoff = 50 * time.Millisecond
 			c.RestartBackoffMax = 200 * time.Millisecond
+			c.restartWait = recordBackoff
 		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -390,12 +406,16 @@ func TestLoadFailure(t *testing.T) {
 	if r.code != 503 || !strings.Contains(r.body, "model.pt not found") {
 		t.Fatalf("invoke: %d %s", r.code, r.body)
 	}
-	// Backoff: 0, 50, 100, 200, 200 ms... about 6 attempts in a second,
-	// not hundreds.
-	time.Sleep(time.Second)
-	n := len(ts.loads(t))
-	if n < 3 || n > 10 {
-		t.Fatalf("%d load attempts in ~1s; backoff not applied", n)
+	// The first restart is immediate, then the delay doubles up to the
+	// maximum; the fifth wait lasts until the server stops, so five loads.
+	eventually(t, "five restarts", func() bool { mu.Lock(); defer mu.Unlock(); return len(delays) == 5 })
+	eventually(t, "five load attempts", func() bool { return len(ts.loads(t)) == 5 })
+	ms := time.Millisecond
+	mu.Lock()
+	got := slices.Clone(delays)
+	mu.Unlock()
+	if want := []time.Duration{0, 50 * ms, 100 * ms, 200 * ms, 200 * ms}; !slices.Equal(got, want) {
+		t.Fatalf("restart delays %v, want %v", got, want)
 	}
 	if !strings.Contains(ts.logText(), "Traceback (most recent call last)") {
 		t.Error("load traceback not logged")
@@ -421,12 +441,14 @@ func TestStartupFailures(t *testing.T) {
 	}{
 		{"exit before connecting", "FAKE_LOAD=exit", "exited with code 1 while connecting; last stderr lines:\nImportError: No module named 'inference'"},
 		{"crash while loading", "FAKE_LOAD=crash", "exited with code 4 while loading the model; last stderr lines:\nSegmentation fault in model_fn"},
-		{"startup timeout", "FAKE_LOAD=hang", "did not finish loading the model within the startup timeout of 300ms (SAGEMAKER_STARTUP_TIMEOUT)"},
+		{"startup timeout", "FAKE_LOAD=hang", "did not finish loading the model within the startup timeout of 2s (SAGEMAKER_STARTUP_TIMEOUT)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Long enough for a worker (this test binary, perhaps built
+			// with -race, on a busy machine) to connect before it hangs.
 			ts := startTestServer(t, testOptions{env: []string{tt.env}, noWait: true,
-				mutate: func(c *Config) { c.StartupTimeout = 300 * time.Millisecond }})
+				mutate: func(c *Config) { c.StartupTimeout = 2 * time.Second }})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := ts.WaitReady(ctx)
@@ -571,22 +593,37 @@ func TestShutdownGraceExpires(t *testing.T) {
 // waiting behind it is served.
 func TestClientGoneBeforeAWorkerTookItIsDropped(t *testing.T) {
 	ts := startTestServer(t, testOptions{})
+	gate := filepath.Join(t.TempDir(), "go")
 	busy := make(chan response, 1)
-	go func() { busy <- ts.invoke(t, "sleep:400ms") }()
+	go func() { busy <- ts.invoke(t, "wait:"+gate) }()
 	eventually(t, "worker busy", func() bool { return ts.pending.Load() == 1 && ts.queue.Len() == 0 })
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", ts.http.URL+"/invocations", strings.NewReader("gone"))
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-	}()
+
+	client, err := net.Dial("tcp", strings.TrimPrefix(ts.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := io.WriteString(client, "POST /invocations HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\ngone"); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "queued", func() bool { return ts.queue.Len() == 1 })
+	queuedBy := time.Now()
 	kept := make(chan response, 1)
 	go func() { kept <- ts.invoke(t, "kept") }()
 	eventually(t, "both queued", func() bool { return ts.queue.Len() == 2 })
-	cancel()
+
+	// Hang up, and let the worker go only once the server's end of the
+	// connection sees it and the request has waited long enough to be
+	// checked.
+	client.Close()
+	eventually(t, "the hang-up reached the server", func() bool {
+		sc, ok := ts.http.serverConn(client.LocalAddr().String()).(syscall.Conn)
+		return ok && clientGone(sc)
+	})
+	time.Sleep(time.Until(queuedBy.Add(abandonCheckAfter)))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	if r := <-busy; r.code != 200 {
 		t.Fatalf("busy request: %d %s", r.code, r.body)
@@ -594,14 +631,16 @@ func TestClientGoneBeforeAWorkerTookItIsDropped(t *testing.T) {
 	if r := <-kept; r.code != 200 || r.body != "kept" {
 		t.Fatalf("request of a client that stayed: %d %s", r.code, r.body)
 	}
-	eventually(t, "nothing pending", func() bool { return ts.pending.Load() == 0 && ts.queue.Len() == 0 })
+	// Queued first, the abandoned request would have run before "kept".
 	b, _ := os.ReadFile(filepath.Join(ts.state, "batches.log"))
 	if n := strings.Count(string(b), "\n"); n != 2 {
 		t.Errorf("the worker ran %d batches, want 2 (the abandoned request must not reach it)", n)
 	}
-	if !strings.Contains(ts.logText(), "the client closed the connection after waiting") {
-		t.Errorf("the drop is not logged:\n%s", ts.logText())
-	}
+	// The drop is logged after the request leaves the queue and pending.
+	eventually(t, "the drop logged", func() bool {
+		return strings.Contains(ts.logText(), "the client closed the connection after waiting")
+	})
+	eventually(t, "nothing pending", func() bool { return ts.pending.Load() == 0 && ts.queue.Len() == 0 })
 	if r := ts.invoke(t, "after"); r.code != 200 {
 		t.Fatalf("next request: %d %s", r.code, r.body)
 	}
@@ -631,6 +670,9 @@ func TestGPUAssignmentAndWorkerEnv(t *testing.T) {
 				wantPP := ts.cfg.RuntimeDir + ":" + filepath.Join(ts.modelDir, "code") + ":/existing"
 				if r.PythonPath != wantPP {
 					t.Errorf("PYTHONPATH %q, want %q", r.PythonPath, wantPP)
+				}
+				if r.Secret != "" {
+					t.Errorf("the worker sees SAGEBOX_CREDENTIALS=%q", r.Secret)
 				}
 				if !slices.Equal(r.Args[:4], []string{"-m", "sagebox_runtime", "worker", "--socket"}) {
 					t.Errorf("args %q", r.Args)

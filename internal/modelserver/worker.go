@@ -108,7 +108,7 @@ func (w *worker) run(ctx context.Context) {
 		w.setState(WorkerBackoff, 0, err)
 		w.srv.metrics.restarts.Inc()
 		w.logger.Warn("worker will restart", "delay", delay, "error", err)
-		if !sleepCtx(ctx, delay) {
+		if !w.srv.restartWait(ctx, delay) {
 			return
 		}
 		w.mu.Lock()

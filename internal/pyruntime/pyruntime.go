@@ -198,8 +198,12 @@ func PythonPath(existing string, dirs ...string) string {
 // contents, and reuses it on later calls. When python is itself a virtual
 // environment's, that environment's packages stay visible too. A
 // requirement that the system already satisfies installs without network.
-// pip's output goes to out.
-func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, out io.Writer) (string, error) {
+// pip, and whatever a requirement's build runs, gets env (KEY=VALUE
+// entries) as its whole environment, as exec.Cmd.Env: a training job passes
+// its own filtered environment so that the server's credentials never
+// reach a requirement; nil means this process's environment. pip's output
+// goes to out.
+func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, env []string, out io.Writer) (string, error) {
 	req, err := os.ReadFile(reqFile)
 	if err != nil {
 		return "", fmt.Errorf("read requirements: %w", err)
@@ -234,12 +238,20 @@ func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, 
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("clear stale environment: %w", err)
 	}
-	run := func(name string, args ...string) error {
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(env[:len(env):len(env)], "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+	command := func(name string, args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = env
+		return cmd
+	}
+	run := func(name string, args ...string) error {
+		cmd := command(name, args...)
 		var tail tailBuffer
 		w := io.MultiWriter(out, &tail)
 		cmd.Stdout, cmd.Stderr = w, w
-		cmd.Env = append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%w: %s", err, tail.String())
 		}
@@ -252,11 +264,11 @@ func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, 
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("create environment for %s (is python3-venv installed?): %w", reqFile, err)
 	}
-	if err := inheritVenv(ctx, python, venvPython); err != nil {
+	if err := inheritVenv(command, python, venvPython); err != nil {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("environment for %s: %w", reqFile, err)
 	}
-	if exec.CommandContext(ctx, venvPython, "-m", "pip", "--version").Run() != nil {
+	if command(venvPython, "-m", "pip", "--version").Run() != nil {
 		if err := run(venvPython, "-m", "ensurepip"); err != nil {
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("install pip into the environment for %s (install python3-pip): %w", reqFile, err)
@@ -278,11 +290,11 @@ func InstallRequirements(ctx context.Context, python, reqFile, cacheDir string, 
 // --system-site-packages shows the system's packages but not that venv's.
 // A .pth file in the new environment adds them after its own and before the
 // system's, so what the requirements install still wins.
-func inheritVenv(ctx context.Context, python, venvPython string) error {
+func inheritVenv(command func(string, ...string) *exec.Cmd, python, venvPython string) error {
 	const parentPaths = `import site, sys
 if sys.prefix != sys.base_prefix:
     print("\n".join(site.getsitepackages()))`
-	out, err := exec.CommandContext(ctx, python, "-c", parentPaths).Output()
+	out, err := command(python, "-c", parentPaths).Output()
 	if err != nil {
 		return fmt.Errorf("ask %s for its site-packages: %w", python, err)
 	}
@@ -290,7 +302,7 @@ if sys.prefix != sys.base_prefix:
 	if paths == "" {
 		return nil
 	}
-	out, err = exec.CommandContext(ctx, venvPython, "-c", `import sysconfig; print(sysconfig.get_paths()["purelib"])`).Output()
+	out, err = command(venvPython, "-c", `import sysconfig; print(sysconfig.get_paths()["purelib"])`).Output()
 	if err != nil {
 		return fmt.Errorf("ask %s for its site-packages: %w", venvPython, err)
 	}

@@ -2,6 +2,7 @@ package pyruntime
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,14 +122,14 @@ func TestInstallRequirementsOffline(t *testing.T) {
 	os.WriteFile(req, []byte("# already installed system-wide, so no network is needed\nnumpy\n"), 0o644)
 	cache := filepath.Join(dir, "venvs")
 	var log strings.Builder
-	venvPy, err := InstallRequirements(ctx, py, req, cache, &log)
+	venvPy, err := InstallRequirements(ctx, py, req, cache, nil, &log)
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, log.String())
 	}
 	if out, err := exec.Command(venvPy, "-c", "import numpy; print('ok')").CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("venv cannot see system numpy: %v %s", err, out)
 	}
-	again, err := InstallRequirements(ctx, py, req, cache, &log)
+	again, err := InstallRequirements(ctx, py, req, cache, nil, &log)
 	if err != nil || again != venvPy {
 		t.Fatalf("second install = %s, %v; want the cached %s", again, err, venvPy)
 	}
@@ -136,13 +137,13 @@ func TestInstallRequirementsOffline(t *testing.T) {
 	t.Setenv("PIP_RETRIES", "0") // no network here: fail fast
 	bad := filepath.Join(dir, "bad.txt")
 	os.WriteFile(bad, []byte("sagebox-no-such-package-xyz==9.9\n"), 0o644)
-	_, err = InstallRequirements(ctx, py, bad, cache, &log)
+	_, err = InstallRequirements(ctx, py, bad, cache, nil, &log)
 	if err == nil || !strings.Contains(err.Error(), "sagebox-no-such-package-xyz") {
 		t.Fatalf("uninstallable requirement: err = %v", err)
 	}
 	empty := filepath.Join(dir, "empty.txt")
 	os.WriteFile(empty, []byte("# nothing\n\n"), 0o644)
-	if got, err := InstallRequirements(ctx, py, empty, cache, &log); err != nil || got != py {
+	if got, err := InstallRequirements(ctx, py, empty, cache, nil, &log); err != nil || got != py {
 		t.Fatalf("empty requirements = %s, %v; want the interpreter itself", got, err)
 	}
 }
@@ -183,7 +184,7 @@ func TestInstallRequirementsFromAVenv(t *testing.T) {
 	req := filepath.Join(dir, "requirements.txt")
 	os.WriteFile(req, []byte("sbx-user-only==1.0\nnumpy\n"), 0o644)
 	var log strings.Builder
-	venvPy, err := InstallRequirements(ctx, parentPy, req, filepath.Join(dir, "venvs"), &log)
+	venvPy, err := InstallRequirements(ctx, parentPy, req, filepath.Join(dir, "venvs"), nil, &log)
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, log.String())
 	}
@@ -199,5 +200,53 @@ func TestPythonPath(t *testing.T) {
 	}
 	if got := PythonPath("", "/a"); got != "/a" {
 		t.Errorf("PythonPath = %q", got)
+	}
+}
+
+// pip, and the setup.py of a requirement it builds, get exactly the
+// environment the caller passes (a training job passes its filtered one),
+// not this process's: the server's credentials must not reach them.
+func TestInstallRequirementsGetsOnlyTheGivenEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates a virtual environment")
+	}
+	py := "/usr/bin/python3"
+	if exec.Command(py, "-c", "import venv, setuptools").Run() != nil {
+		if os.Getenv("SAGEBOX_STRICT_TOOLS") == "1" {
+			t.Fatal("python3-venv and python3-setuptools are required")
+		}
+		t.Skip("python3-venv or setuptools missing")
+	}
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "server-secret")
+	t.Setenv("SAGEBOX_CREDENTIALS", "AKIA:server-sigv4-secret")
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen-env.txt")
+	pkg := filepath.Join(dir, "envspy")
+	os.MkdirAll(pkg, 0o755)
+	os.WriteFile(filepath.Join(pkg, "setup.py"), []byte(fmt.Sprintf(`import os
+from setuptools import setup
+with open(%q, "a") as f:
+    for k, v in sorted(os.environ.items()):
+        f.write(k + "=" + v + "\n")
+setup(name="envspy", version="1.0", py_modules=[])
+`, seen)), 0o644)
+	req := filepath.Join(dir, "requirements.txt")
+	os.WriteFile(req, []byte(pkg+"\n"), 0o644)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "PIP_NO_INDEX=1", "JOB_ONLY=from-the-job"}
+	var log strings.Builder
+	if _, err := InstallRequirements(context.Background(), py, req, filepath.Join(dir, "venvs"), env, &log); err != nil {
+		t.Fatalf("install: %v\n%s", err, log.String())
+	}
+	got, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatalf("the requirement's setup.py never ran: %v\n%s", err, log.String())
+	}
+	if !strings.Contains(string(got), "JOB_ONLY=from-the-job") {
+		t.Errorf("setup.py did not get the environment passed in:\n%s", got)
+	}
+	for _, secret := range []string{"server-secret", "server-sigv4-secret"} {
+		if strings.Contains(string(got), secret) {
+			t.Errorf("the server's %s reached a requirement's setup.py:\n%s", secret, got)
+		}
 	}
 }

@@ -16,6 +16,7 @@ package router
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -24,9 +25,11 @@ import (
 // Authenticator checks a request's signature. A nil Authenticator lets every
 // request through (the loopback default).
 type Authenticator interface {
-	// Authenticate returns nil when the request may proceed, or an error
-	// whose AuthError method names the AWS error code and HTTP status.
-	Authenticate(r *http.Request) error
+	// Authenticate returns nil when the request, addressed to svc, may
+	// proceed, or an error that is (or wraps) an AuthError naming the AWS
+	// error code and HTTP status. It must check what the headers prove
+	// before reading the body, and read no more of it than svc accepts.
+	Authenticate(r *http.Request, svc Service) error
 }
 
 // AuthError is what an Authenticator returns on failure.
@@ -36,11 +39,17 @@ type AuthError interface {
 	Status() int
 }
 
+// clientMessager is an AuthError that words its message for the client
+// (without the Go error's prefix); Error() is sent otherwise.
+type clientMessager interface {
+	ClientMessage() string
+}
+
 // Routes are the services behind the single address. A nil handler answers
 // 404 (or 501 for an API that is not built yet).
 type Routes struct {
 	JSON    http.Handler // SageMaker.* and Logs_20140328.* targets
-	Runtime http.Handler // /endpoints/...
+	Runtime http.Handler // POST /endpoints/<name>/invocations
 	S3      http.Handler
 	Query   http.Handler // AWS Query protocol (STS GetCallerIdentity, IAM GetRole)
 	Health  func() error // nil error → 200
@@ -81,7 +90,7 @@ func Classify(r *http.Request) Service {
 		return ServiceSagebox
 	case r.Header.Get("X-Amz-Target") != "":
 		return ServiceJSON
-	case strings.HasPrefix(r.URL.Path, "/endpoints/") && r.Method == http.MethodPost:
+	case r.Method == http.MethodPost && isInvocationsPath(r.URL.Path):
 		return ServiceRuntime
 	case r.Method == http.MethodPost && r.URL.Path == "/" &&
 		strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
@@ -92,6 +101,36 @@ func Classify(r *http.Request) Service {
 	}
 }
 
+// isInvocationsPath reports whether p is /endpoints/<name>/invocations with
+// a name of one path segment: the only path of sagemaker-runtime's
+// InvokeEndpoint. Any other path under /endpoints/ is a key in an S3 bucket
+// named "endpoints".
+func isInvocationsPath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/endpoints/")
+	if !ok {
+		return false
+	}
+	name, ok := strings.CutSuffix(rest, "/invocations")
+	return ok && name != "" && !strings.Contains(name, "/")
+}
+
+// String names the service, as metrics label it.
+func (s Service) String() string {
+	switch s {
+	case ServiceS3:
+		return "s3"
+	case ServiceJSON:
+		return "json"
+	case ServiceRuntime:
+		return "runtime"
+	case ServiceSagebox:
+		return "sagebox"
+	case ServiceQuery:
+		return "query"
+	}
+	return "unknown"
+}
+
 // ServeHTTP dispatches r.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	svc := Classify(r)
@@ -100,7 +139,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt.auth != nil {
-		if err := rt.auth.Authenticate(r); err != nil {
+		if err := rt.auth.Authenticate(r, svc); err != nil {
 			rt.writeAuthError(w, r, svc, err)
 			return
 		}
@@ -148,9 +187,14 @@ func (rt *Router) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Service, err error) {
-	code, status := "AccessDenied", http.StatusForbidden
-	if ae, ok := err.(AuthError); ok {
+	code, status, msg := "AccessDenied", http.StatusForbidden, err.Error()
+	var ae AuthError
+	if errors.As(err, &ae) {
 		code, status = ae.Code(), ae.Status()
+	}
+	var cm clientMessager
+	if errors.As(err, &cm) {
+		msg = cm.ClientMessage()
 	}
 	rt.logger.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "error", err)
 	if svc == ServiceS3 || svc == ServiceQuery {
@@ -165,10 +209,10 @@ func (rt *Router) writeAuthError(w http.ResponseWriter, r *http.Request, svc Ser
 			Message string
 		}
 		w.Write([]byte(xml.Header))
-		xml.NewEncoder(w).Encode(s3Error{Code: code, Message: err.Error()})
+		xml.NewEncoder(w).Encode(s3Error{Code: code, Message: msg})
 		return
 	}
-	writeJSONError(w, status, code, err.Error())
+	writeJSONError(w, status, code, msg)
 }
 
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +22,68 @@ func (authErr) Status() int   { return http.StatusForbidden }
 
 type denyAll struct{}
 
-func (denyAll) Authenticate(*http.Request) error { return authErr{} }
+func (denyAll) Authenticate(*http.Request, Service) error { return authErr{} }
+
+// wrapping returns its error wrapped, as an adapter adding context would.
+type wrapping struct{ err error }
+
+func (w wrapping) Authenticate(*http.Request, Service) error {
+	return fmt.Errorf("authenticate: %w", w.err)
+}
+
+// recordService remembers which service the router asked about.
+type recordService struct{ got *Service }
+
+func (a recordService) Authenticate(_ *http.Request, svc Service) error {
+	*a.got = svc
+	return nil
+}
+
+func TestAuthenticatorLearnsTheService(t *testing.T) {
+	var got Service = -1
+	rt := New(Routes{JSON: named("json"), S3: named("s3"), Query: named("query")}, recordService{&got}, nil)
+	for _, c := range []struct {
+		method, path, target, ctype string
+		want                        Service
+	}{
+		{"POST", "/", "SageMaker.ListTrainingJobs", "", ServiceJSON},
+		{"PUT", "/b/k", "", "", ServiceS3},
+		{"POST", "/", "", "application/x-www-form-urlencoded", ServiceQuery},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		if c.target != "" {
+			req.Header.Set("X-Amz-Target", c.target)
+		}
+		if c.ctype != "" {
+			req.Header.Set("Content-Type", c.ctype)
+		}
+		rt.ServeHTTP(httptest.NewRecorder(), req)
+		if got != c.want {
+			t.Errorf("%s %s: authenticator saw service %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+}
+
+func TestWrappedAuthErrorKeepsItsCode(t *testing.T) {
+	rt := New(Routes{S3: named("s3")}, wrapping{authErr{}}, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/bucket/key", nil))
+	if w.Code != 403 || !strings.Contains(w.Body.String(), "<Code>SignatureDoesNotMatch</Code>") {
+		t.Errorf("wrapped auth error = %d %s, want 403 SignatureDoesNotMatch", w.Code, w.Body)
+	}
+	rt = New(Routes{S3: named("s3")}, wrapping{tooLarge{}}, nil)
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("GET", "/bucket/key", nil))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("wrapped 413 auth error answered %d", w.Code)
+	}
+}
+
+type tooLarge struct{}
+
+func (tooLarge) Error() string { return "too large" }
+func (tooLarge) Code() string  { return "EntityTooLarge" }
+func (tooLarge) Status() int   { return http.StatusRequestEntityTooLarge }
 
 func TestRouting(t *testing.T) {
 	rt := New(Routes{JSON: named("json"), Runtime: named("runtime"), S3: named("s3"), Query: named("query"), Metrics: named("metrics")}, nil, nil)
@@ -33,7 +95,16 @@ func TestRouting(t *testing.T) {
 		{"sagemaker target", "POST", "/", map[string]string{"X-Amz-Target": "SageMaker.CreateTrainingJob"}, "json"},
 		{"logs target", "POST", "/", map[string]string{"X-Amz-Target": "Logs_20140328.GetLogEvents"}, "json"},
 		{"invoke endpoint", "POST", "/endpoints/my-ep/invocations", nil, "runtime"},
+		{"invoke endpoint, query string", "POST", "/endpoints/my-ep/invocations?x=1", nil, "runtime"},
 		{"bucket named endpoints, GET", "GET", "/endpoints/key", nil, "s3"},
+		{"bucket named endpoints, GET invocations key", "GET", "/endpoints/my-ep/invocations", nil, "s3"},
+		{"bucket named endpoints, PUT invocations key", "PUT", "/endpoints/my-ep/invocations", nil, "s3"},
+		{"bucket named endpoints, PUT", "PUT", "/endpoints/key", nil, "s3"},
+		{"bucket named endpoints, POST object", "POST", "/endpoints/key?uploads", nil, "s3"},
+		{"bucket named endpoints, POST deeper key", "POST", "/endpoints/a/b/invocations", nil, "s3"},
+		{"bucket named endpoints, POST empty name", "POST", "/endpoints//invocations", nil, "s3"},
+		{"bucket named endpoints, POST bucket", "POST", "/endpoints", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "s3"},
+		{"bucket named endpoints, POST delete", "POST", "/endpoints/?delete", nil, "s3"},
 		{"list buckets", "GET", "/", nil, "s3"},
 		{"put object", "PUT", "/bucket/a/b", nil, "s3"},
 		{"metrics", "GET", "/_sagebox/metrics", nil, "metrics"},
@@ -98,5 +169,29 @@ func TestUnknownSageboxRoute(t *testing.T) {
 	rt.ServeHTTP(w, httptest.NewRequest("GET", "/_sagebox/nope", nil))
 	if w.Code != 404 {
 		t.Errorf("got %d", w.Code)
+	}
+}
+
+// Endpoints are not served yet: InvokeEndpoint answers a JSON error that
+// says so, while S3 calls into a bucket named "endpoints" still reach S3.
+func TestRuntimeNotWiredAnswersClearly(t *testing.T) {
+	rt := New(Routes{S3: named("s3")}, nil, nil)
+	w := httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("POST", "/endpoints/my-ep/invocations", strings.NewReader("{}")))
+	if w.Code != http.StatusNotImplemented || !strings.Contains(w.Body.String(), "endpoints are not available") {
+		t.Errorf("invoke with no runtime = %d %s", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	rt.ServeHTTP(w, httptest.NewRequest("POST", "/endpoints/my-ep?uploads", nil))
+	if w.Body.String() != "s3" {
+		t.Errorf("multipart upload into bucket endpoints routed to %q", w.Body)
+	}
+}
+
+func TestServiceNames(t *testing.T) {
+	for svc, want := range map[Service]string{ServiceS3: "s3", ServiceJSON: "json", ServiceRuntime: "runtime", ServiceSagebox: "sagebox", ServiceQuery: "query"} {
+		if svc.String() != want {
+			t.Errorf("%d.String() = %q, want %q", svc, svc.String(), want)
+		}
 	}
 }

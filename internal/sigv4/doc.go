@@ -21,5 +21,11 @@
 //
 // For S3 the verifier trusts the x-amz-content-sha256 value it signs and
 // leaves the body alone; the S3 handler checks a hex value against the bytes
-// it stores, and chunk signatures as it decodes them.
+// it stores, and chunk signatures as it decodes them. Every other service's
+// body is hashed (UNSIGNED-PAYLOAD is S3's alone), and only after all that
+// the headers prove has been checked: the key, the date and skew, and the
+// credential scope against the Route (the service addressed) and the
+// server's region (WithRegion). A body longer than the Route's MaxBody is
+// refused unread when its length is declared, and cut at the cap when it is
+// not, so a forged request costs the server at most that cap.
 package sigv4

@@ -27,6 +27,12 @@ const (
 	// KindPayloadMismatch: the body does not hash to the signed
 	// x-amz-content-sha256.
 	KindPayloadMismatch
+	// KindWrongScope: the credential scope names a region other than the
+	// server's, or a service other than the one addressed.
+	KindWrongScope
+	// KindTooLarge: a body the verifier must hash is longer than the
+	// route allows; it was not read (or not past the limit).
+	KindTooLarge
 )
 
 // Error is a verification failure. Service is the service named in the
@@ -63,6 +69,13 @@ func (e *Error) S3() (code string, status int) {
 		return "AccessDenied", http.StatusForbidden
 	case KindPayloadMismatch:
 		return "XAmzContentSHA256Mismatch", http.StatusBadRequest
+	case KindWrongScope:
+		if e.Presigned {
+			return "AuthorizationQueryParametersError", http.StatusBadRequest
+		}
+		return "AuthorizationHeaderMalformed", http.StatusBadRequest
+	case KindTooLarge:
+		return "EntityTooLarge", http.StatusRequestEntityTooLarge
 	default:
 		return "SignatureDoesNotMatch", http.StatusForbidden
 	}
@@ -78,6 +91,8 @@ func (e *Error) JSON() (errorType string, status int) {
 		return "IncompleteSignatureException", http.StatusBadRequest
 	case KindUnknownAccessKey:
 		return "UnrecognizedClientException", http.StatusForbidden
+	case KindTooLarge:
+		return "RequestEntityTooLargeException", http.StatusRequestEntityTooLarge
 	default:
 		return "InvalidSignatureException", http.StatusForbidden
 	}
@@ -101,6 +116,20 @@ func (e *Error) Code() string {
 	}
 	c, _ := e.S3()
 	return c
+}
+
+// ClientMessage is what the client is told: Message without the "sigv4: "
+// prefix of Error, in AWS's words where AWS's are fixed.
+func (e *Error) ClientMessage() string {
+	switch {
+	case e.Kind == KindMissing && e.isJSON():
+		return "Missing Authentication Token"
+	case e.Kind == KindUnknownAccessKey && e.isJSON():
+		return "The security token included in the request is invalid."
+	case e.Kind == KindUnknownAccessKey:
+		return "The AWS Access Key Id you provided does not exist in our records."
+	}
+	return e.Message
 }
 
 // Status is the HTTP status that goes with Code.

@@ -141,7 +141,7 @@ func (v *Verifier) verifyV2Header(r *http.Request, auth string) (*Result, *Error
 	if !ok || akid == "" || sig == "" {
 		return nil, errorf(KindMalformed, "s3", false, "the authorization header is malformed")
 	}
-	secret, ok := v.creds[akid]
+	secret, ok := v.secret(akid)
 	if !ok {
 		return nil, errorf(KindUnknownAccessKey, "s3", false, "the AWS access key id you provided does not exist in our records")
 	}
@@ -165,7 +165,7 @@ func (v *Verifier) verifyV2Header(r *http.Request, auth string) (*Result, *Error
 func (v *Verifier) verifyV2Presigned(r *http.Request) (*Result, *Error) {
 	q := r.URL.Query()
 	akid, sig, expires := q.Get("AWSAccessKeyId"), q.Get("Signature"), q.Get("Expires")
-	secret, ok := v.creds[akid]
+	secret, ok := v.secret(akid)
 	if !ok {
 		return nil, errorf(KindUnknownAccessKey, "s3", true, "the AWS access key id you provided does not exist in our records")
 	}

@@ -18,21 +18,55 @@ const (
 	MaxSkew = 15 * time.Minute
 	// MaxPresignExpiry is the longest X-Amz-Expires accepted (7 days).
 	MaxPresignExpiry = 7 * 24 * time.Hour
-	// MaxHashedBody bounds the body of a non-S3 request, which the
-	// verifier reads whole to hash (JSON API calls are small).
-	MaxHashedBody = 64 << 20
+	// DefaultMaxBody bounds the body of a non-S3 request when the Route
+	// names no cap: the verifier reads it whole to hash it, and only after
+	// everything the headers can prove has been checked. It is the control
+	// plane's own limit (1 MiB).
+	DefaultMaxBody = 1 << 20
+	// globalRegion is the region IAM (a global service) is always signed for.
+	globalRegion = "us-east-1"
 )
 
 // Verifier checks SigV4 signatures against a fixed table of credentials.
 // It is safe for concurrent use.
 type Verifier struct {
-	creds map[string]string
-	now   func() time.Time
+	creds  map[string]string
+	now    func() time.Time
+	region string
+	keys   func(accessKeyID string) (secret string, ok bool)
+}
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithRegion makes the verifier refuse a credential scope for any other
+// region (IAM, a global service, is also accepted in us-east-1). Without
+// it any region is accepted.
+func WithRegion(region string) Option {
+	return func(v *Verifier) { v.region = region }
+}
+
+// WithKeySource adds keys beyond the fixed table: lookup returns the secret
+// of an access key id the table lacks (derived per training job, say). It
+// must be safe for concurrent use.
+func WithKeySource(lookup func(accessKeyID string) (secret string, ok bool)) Option {
+	return func(v *Verifier) { v.keys = lookup }
+}
+
+// secret returns the secret access key of id.
+func (v *Verifier) secret(id string) (string, bool) {
+	if s, ok := v.creds[id]; ok {
+		return s, true
+	}
+	if v.keys != nil {
+		return v.keys(id)
+	}
+	return "", false
 }
 
 // NewVerifier returns a verifier for creds (access key id → secret access
 // key). now is the clock for skew and expiry checks; nil means time.Now.
-func NewVerifier(creds map[string]string, now func() time.Time) *Verifier {
+func NewVerifier(creds map[string]string, now func() time.Time, opts ...Option) *Verifier {
 	if now == nil {
 		now = time.Now
 	}
@@ -40,7 +74,29 @@ func NewVerifier(creds map[string]string, now func() time.Time) *Verifier {
 	for k, v := range creds {
 		c[k] = v
 	}
-	return &Verifier{creds: c, now: now}
+	v := &Verifier{creds: c, now: now}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// Route is what the addressed API expects of a request's signature.
+type Route struct {
+	// Services are the credential-scope services the API answers to
+	// ("sagemaker", "logs", "s3", ...). Empty accepts any.
+	Services []string
+	// MaxBody is the most body bytes a non-S3 request may carry (the
+	// route's real limit); the verifier refuses a longer one before or
+	// while hashing it, never holding more. 0 means DefaultMaxBody.
+	MaxBody int64
+}
+
+func (rt Route) maxBody() int64 {
+	if rt.MaxBody > 0 {
+		return rt.MaxBody
+	}
+	return DefaultMaxBody
 }
 
 // Result describes a request whose signature checked out. It carries what
@@ -139,11 +195,20 @@ func parseAuthorization(h string) (authorization, bool) {
 	return a, haveCred && haveSigned && haveSig
 }
 
-// Verify checks the request's signature. On success the request is
-// unchanged, except that a non-S3 body has been read and replaced by an
-// identical in-memory one. Errors are *Error.
+// Verify checks the request's signature with no expectation of its
+// service (VerifyRoute with a zero Route).
 func (v *Verifier) Verify(r *http.Request) (*Result, error) {
-	res, err := v.verify(r)
+	return v.VerifyRoute(r, Route{})
+}
+
+// VerifyRoute checks the request's signature for the API rt describes.
+// Everything the headers alone can prove (key, date, skew, scope, signed
+// headers, declared length) is checked before a byte of the body is read.
+// On success the request is unchanged, except that a non-S3 body has been
+// read (at most rt.MaxBody bytes) and replaced by an identical in-memory
+// one. Errors are *Error.
+func (v *Verifier) VerifyRoute(r *http.Request, rt Route) (*Result, error) {
+	res, err := v.verify(r, rt)
 	if err != nil {
 		err.json = r.Header.Get("X-Amz-Target") != "" || strings.HasPrefix(r.URL.Path, "/endpoints/")
 		return nil, err
@@ -151,33 +216,39 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	return res, nil
 }
 
-func (v *Verifier) verify(r *http.Request) (*Result, *Error) {
+func (v *Verifier) verify(r *http.Request, rt Route) (*Result, *Error) {
 	auth := r.Header.Get("Authorization")
 	q := r.URL.Query()
 	switch {
 	case strings.HasPrefix(auth, Algorithm+" "):
-		return v.verifyHeader(r, auth)
+		return v.verifyHeader(r, auth, rt)
 	case strings.HasPrefix(auth, "AWS "):
+		if e := v.checkScope(Credential{Service: "s3", Region: v.region}, rt, false); e != nil {
+			return nil, e
+		}
 		return v.verifyV2Header(r, auth)
 	case auth != "":
 		scheme, _, _ := strings.Cut(auth, " ")
 		return nil, errorf(KindMalformed, "", false, fmt.Sprintf("unsupported authorization type %q; only %s is accepted", scheme, Algorithm))
 	case q.Has("X-Amz-Algorithm") || q.Has("X-Amz-Signature"):
-		return v.verifyPresigned(r)
+		return v.verifyPresigned(r, rt)
 	case q.Has("AWSAccessKeyId") && q.Has("Signature"):
+		if e := v.checkScope(Credential{Service: "s3", Region: v.region}, rt, true); e != nil {
+			return nil, e
+		}
 		return v.verifyV2Presigned(r)
 	default:
 		return nil, errorf(KindMissing, "", false, "request is not signed")
 	}
 }
 
-func (v *Verifier) verifyHeader(r *http.Request, auth string) (*Result, *Error) {
+func (v *Verifier) verifyHeader(r *http.Request, auth string, rt Route) (*Result, *Error) {
 	a, ok := parseAuthorization(auth)
 	if !ok {
 		return nil, errorf(KindMalformed, "", false, "the authorization header is malformed")
 	}
 	svc := a.cred.Service
-	secret, ok := v.creds[a.cred.AccessKeyID]
+	secret, ok := v.secret(a.cred.AccessKeyID)
 	if !ok {
 		return nil, errorf(KindUnknownAccessKey, svc, false, "the AWS access key id you provided does not exist in our records")
 	}
@@ -194,7 +265,10 @@ func (v *Verifier) verifyHeader(r *http.Request, auth string) (*Result, *Error) 
 	if !contains(a.signed, "host") {
 		return nil, errorf(KindMalformed, svc, false, "the host header must be signed")
 	}
-	payload, e := payloadHash(r, svc, false)
+	if e := v.checkScope(a.cred, rt, false); e != nil {
+		return nil, e
+	}
+	payload, e := payloadHash(r, svc, false, rt.maxBody())
 	if e != nil {
 		return nil, e
 	}
@@ -218,7 +292,7 @@ func (v *Verifier) verifyHeader(r *http.Request, auth string) (*Result, *Error) 
 	}, nil
 }
 
-func (v *Verifier) verifyPresigned(r *http.Request) (*Result, *Error) {
+func (v *Verifier) verifyPresigned(r *http.Request, rt Route) (*Result, *Error) {
 	q := r.URL.Query()
 	if alg := q.Get("X-Amz-Algorithm"); alg != Algorithm {
 		return nil, errorf(KindMalformed, "", true, fmt.Sprintf("X-Amz-Algorithm must be %s, not %q", Algorithm, alg))
@@ -233,7 +307,7 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, *Error) {
 	if sig == "" || signedList == "" {
 		return nil, errorf(KindMalformed, svc, true, "X-Amz-Signature and X-Amz-SignedHeaders are required")
 	}
-	secret, ok := v.creds[cred.AccessKeyID]
+	secret, ok := v.secret(cred.AccessKeyID)
 	if !ok {
 		return nil, errorf(KindUnknownAccessKey, svc, true, "the AWS access key id you provided does not exist in our records")
 	}
@@ -259,7 +333,10 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, *Error) {
 	if !contains(signed, "host") {
 		return nil, errorf(KindMalformed, svc, true, "the host header must be signed")
 	}
-	payload, e := payloadHash(r, svc, true)
+	if e := v.checkScope(cred, rt, true); e != nil {
+		return nil, e
+	}
+	payload, e := payloadHash(r, svc, true, rt.maxBody())
 	if e != nil {
 		return nil, e
 	}
@@ -282,6 +359,28 @@ func (v *Verifier) verifyPresigned(r *http.Request) (*Result, *Error) {
 		PayloadHash:  payload,
 		Presigned:    true,
 	}, nil
+}
+
+// checkScope refuses a credential scoped to a service the route does not
+// serve or to a region other than the server's, with AWS's wording.
+func (v *Verifier) checkScope(c Credential, rt Route, presigned bool) *Error {
+	if len(rt.Services) > 0 && !contains(rt.Services, c.Service) {
+		want := rt.Services[0]
+		// The error is rendered in the protocol of the API addressed.
+		if want == "s3" {
+			return errorf(KindWrongScope, want, presigned, fmt.Sprintf(
+				"the authorization is malformed; incorrect service %q: this endpoint belongs to %q", c.Service, want))
+		}
+		return errorf(KindWrongScope, want, presigned, fmt.Sprintf("Credential should be scoped to correct service: '%s'.", want))
+	}
+	if v.region == "" || c.Region == v.region || c.Service == "iam" && c.Region == globalRegion {
+		return nil
+	}
+	if c.Service == "s3" {
+		return errorf(KindWrongScope, c.Service, presigned, fmt.Sprintf(
+			"the authorization is malformed; the region %q is wrong; expecting %q", c.Region, v.region))
+	}
+	return errorf(KindWrongScope, c.Service, presigned, "Credential should be scoped to a valid region.")
 }
 
 func (v *Verifier) checkSkew(t time.Time, svc string, presigned bool) *Error {
@@ -318,9 +417,11 @@ func requestTime(r *http.Request) (time.Time, error) {
 
 // payloadHash is the payload hash the client must have signed. For S3 it
 // is x-amz-content-sha256 (required in the header form; a presigned URL
-// defaults to UNSIGNED-PAYLOAD). For other services the body is read,
-// hashed and put back.
-func payloadHash(r *http.Request, svc string, presigned bool) (string, *Error) {
+// defaults to UNSIGNED-PAYLOAD). For other services the body is always
+// hashed, UNSIGNED-PAYLOAD or not (AWS signs JSON and Query bodies): it is
+// refused unread when its declared length exceeds max, and otherwise read
+// through a limit of max bytes, hashed and put back.
+func payloadHash(r *http.Request, svc string, presigned bool, max int64) (string, *Error) {
 	if svc == "s3" {
 		if presigned {
 			if h := r.URL.Query().Get("X-Amz-Content-Sha256"); h != "" {
@@ -334,28 +435,27 @@ func payloadHash(r *http.Request, svc string, presigned bool) (string, *Error) {
 		}
 		return h, nil
 	}
+	if r.ContentLength > max {
+		return "", errorf(KindTooLarge, svc, presigned, fmt.Sprintf("the request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, max))
+	}
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, MaxHashedBody+1))
-		r.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 		if err != nil {
+			r.Body.Close()
 			return "", errorf(KindMalformed, svc, presigned, "cannot read the request body: "+err.Error())
 		}
-		if len(b) > MaxHashedBody {
-			return "", errorf(KindMalformed, svc, presigned, "request body too large to verify")
+		if int64(len(b)) > max {
+			r.Body.Close()
+			return "", errorf(KindTooLarge, svc, presigned, fmt.Sprintf("the request body exceeds the limit of %d bytes", max))
 		}
+		r.Body.Close()
 		body = b
 		r.Body = io.NopCloser(bytes.NewReader(b))
 	}
 	sum := hexSHA256(body)
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" {
-		if h == UnsignedPayload {
-			return h, nil
-		}
-		if !strings.EqualFold(h, sum) {
-			return "", errorf(KindPayloadMismatch, svc, presigned, "the provided x-amz-content-sha256 does not match what was computed")
-		}
-		return h, nil
+	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && !strings.EqualFold(h, sum) {
+		return "", errorf(KindPayloadMismatch, svc, presigned, "the provided x-amz-content-sha256 does not match what was computed")
 	}
 	return sum, nil
 }

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/staging/localobj"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // Staging a channel (hard links out of the object store) against the
@@ -51,17 +54,17 @@ func benchStage(b *testing.B, copyChannels bool) {
 	for _, shape := range benchShapes {
 		b.Run(shape.name, func(b *testing.B) {
 			e, _ := benchChannel(b, shape.count, shape.size)
-			e.runner.cfg.CopyChannels = copyChannels
+			st := &staging.Stager{Objects: localobj.New(e.store), CopyChannels: copyChannels}
 			ctx := context.Background()
-			spec := channelSpec{name: "train", uri: "s3://bkt/bench/train/", dataType: "S3Prefix", distribution: "FullyReplicated"}
+			spec := stagingChannel(toolkit.Channel{Name: "train", URI: "s3://bkt/bench/train/", DataType: "S3Prefix", Distribution: "FullyReplicated"})
 			b.SetBytes(int64(shape.count * shape.size))
 			b.ResetTimer()
 			for b.Loop() {
-				plan, err := e.runner.planChannel(ctx, spec)
+				plan, err := st.PlanChannel(ctx, spec)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := e.runner.stage(ctx, plan, plan.objects, filepath.Join(b.TempDir(), "train")); err != nil {
+				if _, err := st.Place(ctx, plan, plan.Items, filepath.Join(b.TempDir(), "train")); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -2,11 +2,11 @@ package training
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 const fileOutcome = "outcome.json"
@@ -45,20 +45,19 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 			jr.note(ctx, jr.hosts, "artifact upload failed: %v", err)
 			if o.Status == sagebox.StatusCompleted {
 				reason := "ClientError: Artifact upload failed: " + err.Error()
-				var je *jobError
-				if errors.As(err, &je) {
-					reason = je.reason
+				if r, ok := jobReason(err); ok {
+					reason = r
 				}
-				o = failedOutcome(sagebox.TruncateRunes(reason, maxFailureText), true)
+				o = failedOutcome(sagebox.TruncateRunes(reason, sagebox.MaxFailureReason), true)
 			}
 		}
 		modelURI = uri
 	}
-	var finals []map[string]finalMetric
+	var finals []map[string]toolkit.FinalMetric
 	for _, h := range jr.hosts {
 		finals = append(finals, h.tail.st.Final)
 	}
-	fm := finalMetricData(finals)
+	fm := toolkit.FinalMetricData(finals)
 	_, err := jr.r.finalize(ctx, jr.name, o, func(j *sagebox.TrainingJob) {
 		if modelURI != "" {
 			j.ModelArtifacts = &sagebox.ModelArtifacts{S3ModelArtifacts: modelURI}

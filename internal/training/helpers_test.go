@@ -22,6 +22,7 @@ import (
 	"github.com/sagebox/sagebox/internal/objectstore"
 	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
+	"github.com/sagebox/sagebox/internal/staging/localobj"
 )
 
 // TestMain doubles as the shim: the runner under test starts this test
@@ -330,7 +331,7 @@ func newEnvAt(t testing.TB, dir string, tweak ...func(*Config)) *env {
 }
 
 func (e *env) newRunner() *Runner {
-	return NewRunner(e.cfg, e.jobs, e.store, e.sink, slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return NewRunner(e.cfg, e.jobs, localobj.New(e.store), e.sink, slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
 // cleanup closes the runner and kills every process a job left behind.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // hostTalkScript: algo-1 listens on MASTER_ADDR:MASTER_PORT, algo-2 connects
@@ -33,7 +34,7 @@ else:
 func TestHostNamesResolve(t *testing.T) {
 	skipShort(t)
 	requirePython(t)
-	if findNSSWrapper() == "" {
+	if toolkit.FindNSSWrapper() == "" {
 		if os.Getenv("SAGEBOX_STRICT_TOOLS") == "1" {
 			t.Fatal("libnss-wrapper is required (make deps)")
 		}
@@ -52,24 +53,5 @@ func TestHostNamesResolve(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
-	}
-}
-
-func TestResolveHostNamesEnv(t *testing.T) {
-	env := map[string]string{"LD_PRELOAD": "libother.so"}
-	if resolveHostNames(env, "", "/h") {
-		t.Fatal("resolved without nss_wrapper")
-	}
-	if !resolveHostNames(env, "/lib/libnss_wrapper.so", "/h") {
-		t.Fatal("did not resolve")
-	}
-	if env["LD_PRELOAD"] != "/lib/libnss_wrapper.so libother.so" || env["NSS_WRAPPER_HOSTS"] != "/h" {
-		t.Errorf("env = %v", env)
-	}
-	dir := t.TempDir()
-	p, err := writeHostsFile(dir, []string{"algo-1", "algo-2"})
-	b, _ := os.ReadFile(p)
-	if err != nil || !strings.Contains(string(b), "127.0.0.1 algo-2\n") {
-		t.Errorf("hosts file %q, %v", b, err)
 	}
 }

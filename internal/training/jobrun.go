@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // jobRun is one job while this runner supervises it.
@@ -27,19 +28,20 @@ type jobRun struct {
 	cancelPrep context.CancelFunc
 	wake       chan struct{}
 
-	spec          *jobSpec
+	spec          *toolkit.Spec
 	hosts         []*hostRun
-	metrics       *metricMatcher
+	metrics       *toolkit.MetricMatcher
 	trainingStart time.Time
-	ckpts         []*checkpointTarget
+	ckpts         *staging.Checkpoints
 	ckptsDone     bool
+	gpus          []string // CUDA_VISIBLE_DEVICES entries the job holds
 }
 
 func newJobRun(r *Runner, name string) *jobRun {
 	return &jobRun{
 		r: r, name: name, log: r.log.With("job", name),
 		stopCh: make(chan struct{}), wake: make(chan struct{}, 1),
-		metrics: &metricMatcher{},
+		metrics: &toolkit.MetricMatcher{},
 	}
 }
 
@@ -129,12 +131,12 @@ func (jr *jobRun) runFromStart(ctx context.Context) {
 
 // init decodes the job and compiles its metric definitions.
 func (jr *jobRun) init(job *sagebox.TrainingJob) error {
-	spec, err := newJobSpec(job, jr.r.cfg.Region)
+	spec, err := toolkit.NewSpec(job, jr.r.cfg.Region)
 	if err != nil {
 		return err
 	}
 	jr.spec = spec
-	m, bad := compileMetrics(spec.metrics)
+	m, bad := toolkit.CompileMetrics(spec.Metrics)
 	jr.metrics = m
 	for _, b := range bad {
 		jr.log.Warn("metric definition skipped", "detail", b)
@@ -189,7 +191,7 @@ func (jr *jobRun) maxRuntime() time.Duration {
 	if jr.spec == nil {
 		return 0
 	}
-	return jr.spec.maxRuntime
+	return jr.spec.MaxRuntime
 }
 
 // setupHosts computes each host's paths and log stream (no disk access
@@ -200,11 +202,11 @@ func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
 	if job.TrainingStartTime != nil {
 		start = job.TrainingStartTime.Time
 	}
-	total, _ := jr.r.probe(ctx)
+	jr.gpus = jr.reserveGPUs(len(s.Hosts))
 	jr.hosts = nil
-	for i, name := range s.hosts {
-		info := hostInfo{index: i, name: name, ws: workspace{root: filepath.Join(jr.r.jobDir(jr.name), name)}}
-		info.numGPUs, info.cudaDevices = gpuShare(total, i, len(s.hosts))
+	for i, name := range s.Hosts {
+		info := toolkit.Host{Index: i, Name: name, Workspace: toolkit.Workspace{Root: filepath.Join(jr.r.jobDir(jr.name), name)}}
+		info.NumGPUs, info.CUDADevices = gpuShare(jr.gpus, i, len(s.Hosts))
 		h := &hostRun{
 			info:     info,
 			stateDir: filepath.Join(jr.r.stateDir(jr.name), name),
@@ -216,21 +218,41 @@ func (jr *jobRun) setupHosts(ctx context.Context, job *sagebox.TrainingJob) {
 	}
 }
 
-// gpuShare splits the machine's GPUs between the simulated hosts: n hosts
-// on one machine must not all claim every GPU. One host sees them all.
-func gpuShare(total, host, n int) (count int, visible string) {
-	if total == 0 || n <= 1 {
-		return total, ""
+// fileGPUs records the GPUs a job's processes were started with, so that
+// a recovered job claims the same ones.
+const fileGPUs = "gpus.json"
+
+func (jr *jobRun) gpuOwner() string { return "training-job/" + jr.name }
+
+// reserveGPUs holds the job's GPUs: every free one, split evenly between
+// its n hosts (at least one each, shared when none is free), or, for a job
+// that already ran here (a recovery), the ones it recorded.
+func (jr *jobRun) reserveGPUs(n int) []string {
+	a := jr.r.cfg.GPUs
+	if a == nil {
+		return nil
 	}
-	per := total / n
+	var had []string
+	if err := readJSON(filepath.Join(jr.r.stateDir(jr.name), fileGPUs), &had); err == nil {
+		return a.Claim(jr.gpuOwner(), had)
+	}
+	a.Release(jr.gpuOwner()) // a second setup of the same run starts over
+	return a.ReserveFree(jr.gpuOwner(), n, n)
+}
+
+// gpuShare splits the job's GPUs between its simulated hosts, in equal
+// disjoint parts: n hosts on one machine must not all claim every GPU.
+// With fewer GPUs than hosts, each host gets one, round-robin. Hosts get
+// CUDA_VISIBLE_DEVICES whenever there are GPUs, so a job sees only its own.
+func gpuShare(ids []string, host, n int) (count int, visible string) {
+	if len(ids) == 0 {
+		return 0, ""
+	}
+	per := len(ids) / max(n, 1)
 	if per == 0 {
-		return 1, strconv.Itoa(host % total)
+		return 1, ids[host%len(ids)]
 	}
-	ids := make([]string, per)
-	for i := range ids {
-		ids[i] = strconv.Itoa(host*per + i)
-	}
-	return per, strings.Join(ids, ",")
+	return per, strings.Join(ids[host*per:(host+1)*per], ",")
 }
 
 // prepare builds every host's workspace and state directory: config files,
@@ -244,82 +266,60 @@ func (jr *jobRun) prepare(ctx context.Context) error {
 		return fmt.Errorf("clear job state: %w", err)
 	}
 	var names []string
-	for _, c := range s.channels {
-		names = append(names, c.name)
+	for _, c := range s.Channels {
+		names = append(names, c.Name)
 	}
 	for _, h := range jr.hosts {
-		if err := h.info.ws.create(names); err != nil {
+		if err := h.info.Workspace.Create(names); err != nil {
 			return err
 		}
 		if err := os.MkdirAll(h.stateDir, 0o755); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}
 		h.tail.st = tailState{}
-		cf, err := s.configFiles(h.info.name)
+		cf, err := s.ConfigFiles(h.info.Name)
 		if err != nil {
 			return err
 		}
-		if err := cf.write(h.info.ws); err != nil {
+		if err := cf.Write(h.info.Workspace); err != nil {
 			return err
 		}
 	}
-	for _, c := range s.channels {
+	if jr.r.cfg.GPUs != nil {
+		if err := writeJSONAtomic(filepath.Join(jr.r.stateDir(jr.name), fileGPUs), append([]string{}, jr.gpus...)); err != nil {
+			return fmt.Errorf("record the job's GPUs: %w", err)
+		}
+	}
+	for _, c := range s.Channels {
 		if err := jr.stageChannel(ctx, c); err != nil {
 			return err
 		}
 	}
 	for _, h := range jr.hosts {
-		if err := jr.r.stageSourceDir(ctx, s, h.info.ws); err != nil {
+		if err := jr.r.stageSourceDir(ctx, s, h.info.Workspace); err != nil {
 			return err
 		}
 	}
 	return jr.downloadCheckpoints(ctx)
 }
 
-func (jr *jobRun) stageChannel(ctx context.Context, c channelSpec) error {
-	t0 := time.Now()
-	plan, err := jr.r.planChannel(ctx, c)
-	if err != nil {
-		return err
-	}
-	if strings.EqualFold(c.compression, "Gzip") {
-		jr.note(ctx, jr.hosts, "channel %s: CompressionType Gzip applies to Pipe mode; objects are staged as stored", c.name)
-	}
-	for _, h := range jr.hosts {
-		objs := plan.share(h.info.index, len(jr.hosts))
-		linked, err := jr.r.stage(ctx, plan, objs, h.info.ws.channelDir(c.name))
-		if err != nil {
-			return err
-		}
-		how := "copied"
-		if linked == len(objs) && linked > 0 {
-			how = "hard-linked"
-		} else if linked > 0 {
-			how = fmt.Sprintf("%d hard-linked, %d copied", linked, len(objs)-linked)
-		}
-		jr.note(ctx, []*hostRun{h}, "channel %s: %d files %s from %s (%s)", c.name, len(objs), how, c.uri, time.Since(t0).Round(time.Millisecond))
-		h.log.Info("channel staged", "channel", c.name, "files", len(objs), "linked", linked, "elapsed", time.Since(t0))
-	}
-	return nil
-}
-
 // launchAll starts every host's process through the shim.
-func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) error {
-	_, torchVer := jr.r.probe(ctx)
-	port := freePort()
-	base := baseEnv(jr.r.environ())
+func (jr *jobRun) launchAll(ctx context.Context, python string, kind toolkit.EntryKind) error {
+	torchVer := jr.r.probe(ctx)
+	port := toolkit.FreePort()
+	base := toolkit.BaseEnv(jr.r.environ())
 	// Only scripts that run once per host and find each other by name need
 	// the names to resolve; torchrun and mpirun rendezvous on 127.0.0.1, and
 	// torch's c10d store cannot start its server under nss_wrapper.
 	nssWrapper := ""
-	if jr.spec.dist == distNone && len(jr.spec.hosts) > 1 {
-		nssWrapper = findNSSWrapper()
+	if jr.spec.Dist == toolkit.DistNone && len(jr.spec.Hosts) > 1 {
+		nssWrapper = toolkit.FindNSSWrapper()
 	}
 	for _, h := range jr.hosts {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		argv, passive, err := jr.spec.command(kind, python, h.info, port, h.stateDir)
+		argv, passive, err := jr.spec.Command(kind, python, h.info, port, h.stateDir)
 		if err != nil {
 			return err
 		}
@@ -329,28 +329,32 @@ func (jr *jobRun) launchAll(ctx context.Context, python string, kind entryKind) 
 			if err := writeJSONAtomic(h.path(fileShim), h.rec); err != nil {
 				return err
 			}
-			jr.note(ctx, []*hostRun{h}, "%s is an MPI worker: mpirun on %s starts its processes", h.info.name, jr.spec.hosts[0])
+			jr.note(ctx, []*hostRun{h}, "%s is an MPI worker: mpirun on %s starts its processes", h.info.Name, jr.spec.Hosts[0])
 			continue
 		}
-		cf, err := jr.spec.configFiles(h.info.name)
+		cf, err := jr.spec.ConfigFiles(h.info.Name)
 		if err != nil {
 			return err
 		}
 		hostsFile := ""
 		if nssWrapper != "" {
-			if hostsFile, err = writeHostsFile(h.stateDir, jr.spec.hosts); err != nil {
+			if hostsFile, err = toolkit.WriteHostsFile(h.stateDir, jr.spec.Hosts); err != nil {
 				return fmt.Errorf("write hosts file: %w", err)
 			}
 		}
-		env := jr.spec.envVars(h.info, cf, platformEnv{
-			base: base, endpoint: jr.r.cfg.SagemakerEndpoint, masterPort: port,
-			runtimeDir: jr.r.cfg.RuntimeDir, torchVersion: torchVer, numCPUs: numCPUs(),
-			nssWrapper: nssWrapper, hostsFile: hostsFile,
-		})
-		if err := jr.r.startShim(ctx, h, argv, environList(env), jr.poke); err != nil {
+		pe := toolkit.Platform{
+			Base: base, Endpoint: jr.r.cfg.SagemakerEndpoint, MasterPort: port,
+			RuntimeDir: jr.r.cfg.RuntimeDir, TorchVersion: torchVer, NumCPUs: numCPUs(),
+			NSSWrapper: nssWrapper, HostsFile: hostsFile,
+		}
+		if jr.r.cfg.JobCredentials != nil {
+			pe.AccessKeyID, pe.SecretKey = jr.r.cfg.JobCredentials(jr.spec.Name)
+		}
+		env := jr.spec.Env(h.info, cf, pe)
+		if err := jr.r.startShim(ctx, h, argv, toolkit.EnvironList(env), jr.poke); err != nil {
 			return err
 		}
-		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", shellJoin(argv))
+		h.log.Info("process started", "pid", h.rec.ShimPID, "argv", toolkit.ShellJoin(argv))
 	}
 	return nil
 }

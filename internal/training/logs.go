@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // A host's output reaches the log store like this: the process writes to
@@ -40,10 +41,10 @@ const (
 
 // tailState is tail.json.
 type tailState struct {
-	Offset  int64                  `json:"offset"`
-	LastMS  int64                  `json:"last_ms"`
-	Final   map[string]finalMetric `json:"final,omitempty"`
-	Capture errorCapture           `json:"capture"`
+	Offset  int64                          `json:"offset"`
+	LastMS  int64                          `json:"last_ms"`
+	Final   map[string]toolkit.FinalMetric `json:"final,omitempty"`
+	Capture toolkit.ErrorCapture           `json:"capture"`
 }
 
 // tailer reads one host's output.log.
@@ -123,9 +124,9 @@ func (jr *jobRun) pumpLogs(ctx context.Context, h *hostRun, final bool) error {
 			return nil
 		}
 		st := h.tail.st // a copy, committed only after the append
-		st.Capture = st.Capture.clone()
+		st.Capture = st.Capture.Clone()
 		if st.Final == nil {
-			st.Final = map[string]finalMetric{}
+			st.Final = map[string]toolkit.FinalMetric{}
 		} else {
 			st.Final = cloneFinal(st.Final)
 		}
@@ -143,12 +144,12 @@ func (jr *jobRun) pumpLogs(ctx context.Context, h *hostRun, final bool) error {
 					if s != "" {
 						msg = s
 					}
-					points = append(points, jr.metrics.match(s, ts)...)
+					points = append(points, jr.metrics.Match(s, ts)...)
 				}
 			} else {
-				points = append(points, jr.metrics.match(line, ts)...)
+				points = append(points, jr.metrics.Match(line, ts)...)
 			}
-			st.Capture.add(msg, h.info.ws.codeDir())
+			st.Capture.Add(msg, h.info.Workspace.CodeDir())
 			if strings.TrimSpace(msg) != "" {
 				events = append(events, sagebox.LogEvent{Timestamp: nowMS, Message: msg})
 			}
@@ -165,7 +166,7 @@ func (jr *jobRun) pumpLogs(ctx context.Context, h *hostRun, final bool) error {
 				h.log.Warn("recording metrics failed", "err", err)
 			}
 			for _, p := range points {
-				st.Final[p.Name] = finalMetric{Value: p.Value, TimeMS: p.Timestamp.UnixMilli()}
+				st.Final[p.Name] = toolkit.FinalMetric{Value: p.Value, TimeMS: p.Timestamp.UnixMilli()}
 			}
 		}
 		st.Offset, st.LastMS = next, nowMS
@@ -179,8 +180,8 @@ func (jr *jobRun) pumpLogs(ctx context.Context, h *hostRun, final bool) error {
 	}
 }
 
-func cloneFinal(m map[string]finalMetric) map[string]finalMetric {
-	out := make(map[string]finalMetric, len(m))
+func cloneFinal(m map[string]toolkit.FinalMetric) map[string]toolkit.FinalMetric {
+	out := make(map[string]toolkit.FinalMetric, len(m))
 	for k, v := range m {
 		out[k] = v
 	}
@@ -211,7 +212,7 @@ func (jr *jobRun) appendLines(ctx context.Context, hosts []*hostRun, lines []str
 	}
 	for _, h := range hosts {
 		if err := jr.r.logs.Append(context.WithoutCancel(ctx), sagebox.TrainingLogGroup, h.stream, events); err != nil {
-			jr.log.Warn("appending to log stream failed", "host", h.info.name, "err", err)
+			jr.log.Warn("appending to log stream failed", "host", h.info.Name, "err", err)
 		}
 	}
 }

@@ -89,11 +89,11 @@ func (jr *jobRun) resume(ctx context.Context) {
 		switch {
 		case !h.launched:
 			h.done = true
-			h.failure = "InternalServerError: sagebox server restarted before the job's process on " + h.info.name + " was started"
+			h.failure = "InternalServerError: sagebox server restarted before the job's process on " + h.info.Name + " was started"
 		case h.adoptErr != nil:
 			// Never signalled: whatever the state names may not be ours.
 			h.done = true
-			h.failure = "InternalServerError: sagebox server restarted and the state of the job's process on " + h.info.name + " could not be re-adopted: " + h.adoptErr.Error()
+			h.failure = "InternalServerError: sagebox server restarted and the state of the job's process on " + h.info.Name + " could not be re-adopted: " + h.adoptErr.Error()
 		case h.rec.Passive:
 		case h.proc != nil:
 			h.log.Info("re-adopted process", "pid", h.proc.SupervisorPid(), "offset", h.tail.st.Offset)

@@ -1,5 +1,6 @@
 // Package training runs SageMaker training jobs as local processes: it is
-// the job host runner, the SageMaker training toolkit done in Go.
+// the job lifecycle, with the contract (what a script sees: paths, config
+// files, SM_* variables, argv, failure texts) in internal/toolkit.
 //
 // For each host algo-1..N of a job it builds an /opt/ml-shaped workspace
 // under <DataDir>/jobs/<job>/<host>/, writes the three config files, stages
@@ -23,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
-	"github.com/sagebox/sagebox/internal/objectstore"
 	"github.com/sagebox/sagebox/internal/pyruntime"
+	"github.com/sagebox/sagebox/internal/staging"
 )
 
 // JobStore is where training jobs live (the metadata store implements it).
@@ -54,18 +54,25 @@ type LogSink interface {
 	Append(ctx context.Context, group, stream string, events []sagebox.LogEvent) error
 }
 
-// ObjectStore is the subset of *objectstore.Store the runner uses.
-type ObjectStore interface {
-	Get(ctx context.Context, bucket, key string) (*objectstore.Object, error)
-	List(ctx context.Context, bucket string, opts objectstore.ListOptions) (objectstore.ListResult, error)
-	// Link hard-links the object's immutable file to dst.
-	Link(ctx context.Context, bucket, key, dst string) (objectstore.ObjectInfo, error)
-	// FilePath is the object's immutable file, for copies when Link cannot.
-	FilePath(ctx context.Context, bucket, key string) (string, error)
-	Put(ctx context.Context, bucket, key string, r io.Reader, opts objectstore.PutOptions) (objectstore.ObjectInfo, error)
-}
+// ObjectStore is the object store as the runner stages and collects
+// through it: staging's neutral interface, which a remote S3 client can
+// implement too. The on-disk store's adapter (staging/localobj) adds the
+// local fast paths staging.Linker and staging.LocalFiles (hard links).
+type ObjectStore = staging.Objects
 
-var _ ObjectStore = (*objectstore.Store)(nil)
+// GPUs hands out the machine's GPUs across everything the server runs
+// (*gpu.Allocator implements it). IDs are CUDA_VISIBLE_DEVICES entries.
+type GPUs interface {
+	// ReserveFree holds every free GPU for owner, rounded down to a
+	// multiple of step and at least min (shared when too few are free),
+	// and returns all owner holds.
+	ReserveFree(owner string, min, step int) []string
+	// Claim makes owner hold ids again (a recovered job), returning those
+	// that still exist.
+	Claim(owner string, ids []string) []string
+	// Release gives back what owner holds.
+	Release(owner string)
+}
 
 // Config configures a Runner.
 type Config struct {
@@ -80,6 +87,11 @@ type Config struct {
 	// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and S3_ENDPOINT_URL with dummy
 	// credentials, so boto3 in a script talks to sagebox.
 	SagemakerEndpoint string
+	// JobCredentials, if set, gives each job the access key its scripts
+	// sign with (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), one the server's
+	// verifier accepts. Nil means the dummy key "sagebox", which a server
+	// without credentials accepts like any other.
+	JobCredentials func(job string) (accessKeyID, secret string)
 	// Region is the default AWS region for scripts.
 	Region string
 	// StopGrace is how long a stopped job's processes get between SIGTERM
@@ -101,6 +113,10 @@ type Config struct {
 	// CopyChannels copies channel objects instead of hard-linking them, for
 	// scripts that modify their input files in place.
 	CopyChannels bool
+	// GPUs hands out the machine's GPUs: each job's hosts get GPUs of
+	// their own, released when the job ends. Nil means a machine without
+	// GPUs.
+	GPUs GPUs
 	// Environ is the environment jobs inherit (filtered: the server's AWS
 	// credentials and SM_* never leak). Nil means os.Environ().
 	Environ []string
@@ -128,7 +144,6 @@ type Runner struct {
 	closed bool
 
 	probeOnce sync.Once
-	gpus      int
 	torchVer  string
 }
 
@@ -200,6 +215,9 @@ func (r *Runner) start(name string, body func(context.Context, *jobRun)) error {
 			delete(r.active, name)
 			r.mu.Unlock()
 		}()
+		if r.cfg.GPUs != nil {
+			defer r.cfg.GPUs.Release(jr.gpuOwner())
+		}
 		body(r.ctx, jr)
 	}()
 	return nil
@@ -269,21 +287,13 @@ func (r *Runner) environ() []string {
 	return os.Environ()
 }
 
-// probe finds, once, the machine's GPU count (lines "GPU ..." of
-// nvidia-smi --list-gpus, 0 without it, as the toolkit counts) and the
-// interpreter's torch version (SM_DLC_TORCH_VERSION), without importing
-// torch.
-func (r *Runner) probe(ctx context.Context) (gpus int, torchVersion string) {
+// probe finds, once, the interpreter's torch version
+// (SM_DLC_TORCH_VERSION), without importing torch. GPUs come from
+// Config.GPUs.
+func (r *Runner) probe(ctx context.Context) (torchVersion string) {
 	r.probeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "nvidia-smi", "--list-gpus").Output(); err == nil {
-			for _, l := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(l, "GPU ") {
-					r.gpus++
-				}
-			}
-		}
 		if r.cfg.Python.Path != "" {
 			const code = "import importlib.util as u, re, os\n" +
 				"s = u.find_spec('torch')\n" +
@@ -296,7 +306,7 @@ func (r *Runner) probe(ctx context.Context) (gpus int, torchVersion string) {
 			}
 		}
 	})
-	return r.gpus, r.torchVer
+	return r.torchVer
 }
 
 func numCPUs() int { return runtime.NumCPU() }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"github.com/sagebox/sagebox/internal/toolkit"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,11 +83,11 @@ func TestSourceDir(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sandbox := t.TempDir()
-			ws := workspace{root: filepath.Join(sandbox, "jobs", "j", "algo-1")}
-			if err := ws.create(nil); err != nil {
+			ws := toolkit.Workspace{Root: filepath.Join(sandbox, "jobs", "j", "algo-1")}
+			if err := ws.Create(nil); err != nil {
 				t.Fatal(err)
 			}
-			s := &jobSpec{submitDir: tt.dir, entry: tt.entry}
+			s := &toolkit.Spec{SubmitDir: tt.dir, EntryPoint: tt.entry}
 			err := e.runner.stageSourceDir(context.Background(), s, ws)
 			if tt.wantReason != "" {
 				if err == nil || !strings.HasPrefix(failureReason(err), tt.wantReason) {
@@ -96,12 +97,12 @@ func TestSourceDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.wantFiles != "" {
-				if got := strings.Join(listDir(t, ws.codeDir()), ","); got != tt.wantFiles {
+				if got := strings.Join(listDir(t, ws.CodeDir()), ","); got != tt.wantFiles {
 					t.Errorf("code/ = %s, want %s", got, tt.wantFiles)
 				}
 			}
 			// Nothing lands outside code/.
-			for _, p := range []string{filepath.Join(sandbox, "evil.py"), filepath.Join(sandbox, "jobs", "evil.py"), filepath.Join(ws.root, "evil.py"), filepath.Join(e.dataDir, "evil.py")} {
+			for _, p := range []string{filepath.Join(sandbox, "evil.py"), filepath.Join(sandbox, "jobs", "evil.py"), filepath.Join(ws.Root, "evil.py"), filepath.Join(e.dataDir, "evil.py")} {
 				if _, err := os.Lstat(p); err == nil {
 					t.Errorf("%s was written outside code/", p)
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/proc"
+	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
 // killWait is how long after SIGKILL a host may take to report its exit
@@ -28,7 +29,7 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 	defer ticker.Stop()
 
 	var deadline <-chan time.Time
-	if d := jr.spec.maxRuntime; d > 0 && jr.stopRequested() == "" {
+	if d := jr.spec.MaxRuntime; d > 0 && jr.stopRequested() == "" {
 		t := time.NewTimer(time.Until(jr.trainingStart.Add(d)))
 		defer t.Stop()
 		deadline = t.C
@@ -69,7 +70,7 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 			break
 		}
 		if h := jr.firstFailure(); h != nil {
-			beginStop("host " + h.info.name + " failed")
+			beginStop("host " + h.info.Name + " failed")
 		}
 		if stopping && !time.Now().Before(killAt) {
 			for _, h := range jr.hosts {
@@ -87,7 +88,7 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 			beginStop("stop requested")
 		case <-deadline:
 			deadline = nil
-			msg := fmt.Sprintf("Training job exceeded MaxRuntimeInSeconds (%d s); stopping it", int(jr.spec.maxRuntime.Seconds()))
+			msg := fmt.Sprintf("Training job exceeded MaxRuntimeInSeconds (%d s); stopping it", int(jr.spec.MaxRuntime.Seconds()))
 			if err := r.markStopping(context.WithoutCancel(ctx), jr.name, sagebox.SecondaryMaxRuntimeExceeded, msg); err != nil {
 				jr.log.Warn("recording MaxRuntimeExceeded failed", "err", err)
 			}
@@ -97,7 +98,7 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 		}
 	}
 	if reason := jr.stopRequested(); reason != "" {
-		return stoppedOutcome(reason, true, jr.spec.maxRuntime), true
+		return stoppedOutcome(reason, true, jr.spec.MaxRuntime), true
 	}
 	if h := jr.firstFailure(); h != nil {
 		return failedOutcome(h.failure, true), true
@@ -138,7 +139,7 @@ func (jr *jobRun) pollHost(ctx context.Context, h *hostRun, stopping bool) {
 	if !h.proc.Adopted() {
 		lost = fmt.Sprintf("InternalServerError: the job's process supervisor (pid %d) exited without an exit status", pid)
 		if b, err := os.ReadFile(proc.SupervisorLogPath(h.stateDir)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			lost += ": " + lastLines(string(b), 3)
+			lost += ": " + toolkit.LastLines(string(b), 3)
 		}
 	}
 	if stopping {
@@ -155,28 +156,28 @@ func (jr *jobRun) settle(ctx context.Context, h *hostRun, st exitStatus, forced 
 		h.log.Warn("reading the process's last output failed", "err", err)
 	}
 	h.done, h.exit = true, st
-	ws := h.info.ws
+	ws := h.info.Workspace
 	switch {
 	case forced != "":
 		h.failure = forced
 	case st.ExitCode == 0 && st.Signal == "":
-		if err := os.WriteFile(ws.successFile(), nil, 0o644); err != nil {
+		if err := os.WriteFile(ws.SuccessFile(), nil, 0o644); err != nil {
 			h.log.Warn("writing output/success failed", "err", err)
 		}
 	case h.tail.st.Capture.Gloo:
 		// PTK treats this gloo teardown crash as success; so do we.
 		h.log.Warn("process exited with gloo::EnforceNotMet at teardown; treated as success, as the PyTorch toolkit does", "exit_code", st.ExitCode)
-		_ = os.WriteFile(ws.successFile(), nil, 0o644)
+		_ = os.WriteFile(ws.SuccessFile(), nil, 0o644)
 	default:
-		msg := h.tail.st.Capture.message(ws.codeDir())
+		msg := h.tail.st.Capture.Message(ws.CodeDir())
 		if st.Error != "" {
 			msg = st.Error
 		}
-		text, err := writeFailureFile(ws, executeUserScriptError(st, msg, h.rec.Argv))
+		text, err := toolkit.WriteFailureFile(ws, toolkit.ExecuteUserScriptError(st.ExitCode, st.Signal, msg, h.rec.Argv))
 		if err != nil {
 			h.log.Warn("writing output/failure failed", "err", err)
 		}
-		h.failure = algorithmError(text)
+		h.failure = toolkit.AlgorithmError(text)
 	}
 	h.log.Info("process ended", "pid", h.rec.ShimPID, "exit_code", st.ExitCode, "signal", st.Signal, "failed", h.failure != "")
 }
@@ -191,7 +192,7 @@ func (jr *jobRun) settlePassive() {
 	for _, h := range jr.hosts {
 		if h.rec.Passive && !h.done {
 			h.done = true
-			_ = os.WriteFile(h.info.ws.successFile(), nil, 0o644)
+			_ = os.WriteFile(h.info.Workspace.SuccessFile(), nil, 0o644)
 		}
 	}
 }

@@ -1,6 +1,0 @@
-//go:build unix && !linux
-
-package modelserver
-
-// batchScheduling does nothing: SCHED_BATCH is Linux's.
-func batchScheduling() (int, error) { return 0, nil }

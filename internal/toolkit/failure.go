@@ -1,0 +1,245 @@
+package toolkit
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sagebox/sagebox"
+)
+
+// Failure reasons follow what SageMaker shows:
+//
+//	AlgorithmError: <first 1024 characters of output/failure>
+//
+// where output/failure is the script's own text when it wrote one (it
+// wins), else what the toolkit writes for a failed user process:
+//
+//	ExecuteUserScriptError:
+//	ExitCode 1
+//	ErrorMessage "<exception and last traceback lines from the log>"
+//	Command "<argv>"
+//
+// Problems with the job's inputs are "ClientError: ...", pip failures
+// "ClientError: InstallRequirementsError: ...", and sagebox's own trouble
+// "InternalServerError: ...".
+
+// maxFailureText is how much of output/failure becomes FailureReason.
+const maxFailureText = sagebox.MaxFailureReason
+
+// maxErrorMessage bounds the ErrorMessage part we generate, so that the
+// exception survives the 1024-character cut together with the command.
+const maxErrorMessage = 700
+
+// AlgorithmError is the FailureReason for a failure file's text.
+func AlgorithmError(failureText string) string {
+	return "AlgorithmError: " + sagebox.TruncateRunes(strings.ToValidUTF8(failureText, "\uFFFD"), maxFailureText)
+}
+
+// ReadFailureFile returns the content of output/failure, if there is one.
+func ReadFailureFile(ws Workspace) (string, bool) {
+	b, err := os.ReadFile(ws.FailureFile())
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// WriteFailureFile writes text to output/failure unless the script already
+// wrote one (the toolkit's behaviour), and returns the file's content.
+func WriteFailureFile(ws Workspace, text string) (string, error) {
+	if own, ok := ReadFailureFile(ws); ok {
+		return own, nil
+	}
+	f, err := os.OpenFile(ws.FailureFile(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		own, _ := ReadFailureFile(ws)
+		return own, nil
+	}
+	if err != nil {
+		return text, fmt.Errorf("write failure file: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		return text, fmt.Errorf("write failure file: %w", err)
+	}
+	return text, nil
+}
+
+// ExecuteUserScriptError is the toolkit's text for a user process that
+// exited non-zero. A process killed by a signal reports 128+signal, as the
+// toolkit's shell did; SIGKILL gets its OutOfMemory hint.
+func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ExecuteUserScriptError:\nExitCode %d\nErrorMessage \"%s\"\n", exitCode, errorMessage)
+	if signal == "SIGKILL" || exitCode == 137 {
+		b.WriteString("ExtraInfo \"OutOfMemory: Process killed by SIGKILL (signal 9)\"\n")
+	}
+	fmt.Fprintf(&b, "Command \"%s\"", ShellJoin(argv))
+	return b.String()
+}
+
+// InstallError is the FailureReason for a failed pip install.
+func InstallError(kind string, err error, command []string) string {
+	msg := LastLines(err.Error(), 12)
+	return sagebox.TruncateRunes(fmt.Sprintf("ClientError: %s:\nExitCode 1\nErrorMessage \"%s\"\nCommand \"%s\"", kind, msg, ShellJoin(command)), maxFailureText)
+}
+
+// LastLines is the last n lines of s, trimmed.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ErrorCapture remembers, from a host's log, what the failure message
+// needs: the last Python traceback (preferring one whose frames are in the
+// user's code), toolkit-style error lines, and the last lines. It is small
+// and persisted with the tail offset, so a re-adopted job still has it.
+type ErrorCapture struct {
+	Tail     []string `json:"tail,omitempty"`
+	Cur      []string `json:"cur,omitempty"`      // traceback being read
+	CurDone  int      `json:"cur_done,omitempty"` // lines since the exception line, 0 = not yet
+	CurTag   string   `json:"cur_tag,omitempty"`  // launcher tag of the traceback's lines
+	Last     []string `json:"last,omitempty"`     // last complete traceback
+	User     []string `json:"user,omitempty"`     // last traceback with a frame in code/
+	ErrLines []string `json:"err_lines,omitempty"`
+	Gloo     bool     `json:"gloo,omitempty"`
+}
+
+const (
+	captureTail     = 20
+	captureTBLines  = 60
+	captureErrLines = 20
+	tracebackHeader = "Traceback (most recent call last):"
+)
+
+// launcherPrefix matches the tags torchrun (--tee) and mpirun
+// (--tag-output) put before each line of a worker.
+var launcherPrefix = regexp.MustCompile(`^\[[^\]]{1,40}\](<std\w+>)?:`)
+
+var errorName = regexp.MustCompile(`[A-Za-z]*(Error|Exception)\b`)
+
+// Clone is a deep copy of c.
+func (c ErrorCapture) Clone() ErrorCapture {
+	cp := func(s []string) []string {
+		if s == nil {
+			return nil
+		}
+		return append([]string(nil), s...)
+	}
+	c.Tail, c.Cur, c.Last, c.User, c.ErrLines = cp(c.Tail), cp(c.Cur), cp(c.Last), cp(c.User), cp(c.ErrLines)
+	return c
+}
+
+// Add takes the next line of the log; codeDir is the host's code/
+// directory, where the user's frames are.
+func (c *ErrorCapture) Add(line, codeDir string) {
+	tag := launcherPrefix.FindString(line)
+	line = line[len(tag):]
+	if c.Cur != nil && tag != c.CurTag {
+		// Another process's line (torchrun's own report after a worker's
+		// traceback): the worker's traceback is over.
+		c.closeTraceback(codeDir)
+	}
+	c.Tail = appendCapped(c.Tail, line, captureTail)
+	if strings.Contains(line, "terminate called after throwing an instance of 'gloo::EnforceNotMet'") {
+		c.Gloo = true
+	}
+	if len(c.ErrLines) > 0 || errorName.MatchString(line) {
+		t := strings.TrimSpace(line)
+		dup := false
+		for _, l := range c.ErrLines {
+			dup = dup || l == t
+		}
+		if !dup && len(c.ErrLines) < captureErrLines {
+			c.ErrLines = append(c.ErrLines, t)
+		}
+	}
+	switch {
+	case strings.HasPrefix(strings.TrimSpace(line), tracebackHeader):
+		c.closeTraceback(codeDir)
+		c.Cur, c.CurTag = []string{tracebackHeader}, tag
+	case c.Cur != nil:
+		c.Cur = appendCapped(c.Cur, line, captureTBLines)
+		if c.CurDone > 0 {
+			c.CurDone++
+		} else if line != "" && line[0] != ' ' && line[0] != '\t' {
+			c.CurDone = 1 // the exception line
+		}
+		if c.CurDone > 5 {
+			c.closeTraceback(codeDir)
+		}
+	}
+}
+
+func (c *ErrorCapture) closeTraceback(codeDir string) {
+	if c.Cur == nil {
+		return
+	}
+	c.Last = c.Cur
+	for _, l := range c.Cur {
+		if strings.HasPrefix(strings.TrimSpace(l), "File \""+codeDir) {
+			c.User = c.Cur
+			break
+		}
+	}
+	c.Cur, c.CurDone, c.CurTag = nil, 0, ""
+}
+
+func appendCapped(lines []string, line string, max int) []string {
+	if len(line) > 1000 {
+		line = line[:1000] + "..."
+	}
+	lines = append(lines, line)
+	if len(lines) > max {
+		// Keep a traceback's header line.
+		if lines[0] == tracebackHeader {
+			lines = append(lines[:1], lines[len(lines)-max+1:]...)
+		} else {
+			lines = lines[len(lines)-max:]
+		}
+	}
+	return lines
+}
+
+// Message builds the ErrorMessage for a failed process: the chosen
+// traceback's last frame and exception, else the toolkit-style error
+// lines, else the last lines of output.
+func (c ErrorCapture) Message(codeDir string) string {
+	c.closeTraceback(codeDir)
+	tb := c.User
+	if tb == nil {
+		tb = c.Last
+	}
+	var lines []string
+	switch {
+	case tb != nil:
+		last := 1
+		for i, l := range tb {
+			if strings.HasPrefix(strings.TrimSpace(l), "File \"") {
+				last = i
+			}
+		}
+		lines = append([]string{tracebackHeader}, tb[last:]...)
+	case len(c.ErrLines) > 0:
+		lines = c.ErrLines
+	default:
+		lines = c.Tail
+		if len(lines) > 5 {
+			lines = lines[len(lines)-5:]
+		}
+	}
+	msg := strings.TrimRight(strings.Join(lines, "\n"), "\n")
+	if n := utf8.RuneCountInString(msg); n > maxErrorMessage {
+		r := []rune(msg)
+		msg = "..." + string(r[n-maxErrorMessage:])
+	}
+	return msg
+}
