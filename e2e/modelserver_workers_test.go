@@ -76,7 +76,8 @@ const workersTestWorkers = 3
 // workers: every request is answered 200 with its own payload (no answer
 // crosses to another request), each worker ran model_fn exactly once, the
 // load spread over more than one worker, and every pid that answered is a
-// worker process, a child of the model server.
+// worker process of the model server's (a child of its worker supervisor,
+// which is the server's child).
 func TestModelServerConcurrentRequestsOverWorkers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
@@ -150,19 +151,20 @@ func TestModelServerConcurrentRequestsOverWorkers(t *testing.T) {
 		if a.ModelFnCalls != 1 {
 			t.Errorf("request %d: worker %d had called model_fn %d times, want 1", i, a.Pid, a.ModelFnCalls)
 		}
-		if a.Ppid != serverPid {
-			t.Errorf("request %d: answered by pid %d whose parent is %d, not the model server (%d)", i, a.Pid, a.Ppid, serverPid)
+		if !supervisedBy(a.Ppid, serverPid) {
+			t.Errorf("request %d: answered by pid %d whose parent %d is not a worker supervisor of the model server (%d)", i, a.Pid, a.Ppid, serverPid)
 		}
 		perPid[a.Pid]++
 	}
 	t.Logf("requests per worker pid: %v", perPid)
 
-	// The pids are worker processes: alive, children of the server, running
-	// sagebox_runtime's worker, and no more of them than the pool's size.
+	// The pids are worker processes: alive, under the server's worker
+	// supervisors, running sagebox_runtime's worker, and no more of them
+	// than the pool's size.
 	workers := childWorkers(t, serverPid)
 	slices.Sort(workers)
 	if len(workers) != workersTestWorkers {
-		t.Errorf("the model server has worker children %v, want %d of them", workers, workersTestWorkers)
+		t.Errorf("the model server has workers %v, want %d of them", workers, workersTestWorkers)
 	}
 	for pid := range perPid {
 		if !slices.Contains(workers, pid) {
@@ -180,9 +182,23 @@ func TestModelServerConcurrentRequestsOverWorkers(t *testing.T) {
 	ms.waitExit(t)
 }
 
-// childWorkers lists the live children of parent whose command line is
-// `python -m sagebox_runtime worker ...`.
-func childWorkers(t *testing.T, parent int) []int {
+// supervisedBy reports whether pid is a worker supervisor (`sagebox
+// exec-shim --attached`) started by server.
+func supervisedBy(pid, server int) bool {
+	if procParent(pid) != server {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	return len(args) > 2 && args[1] == "exec-shim" && args[2] == "--attached"
+}
+
+// childWorkers lists the live processes under server's worker supervisors
+// whose command line is `python -m sagebox_runtime worker ...`.
+func childWorkers(t *testing.T, server int) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -194,7 +210,7 @@ func childWorkers(t *testing.T, parent int) []int {
 		if err != nil {
 			continue
 		}
-		if procParent(pid) != parent {
+		if !supervisedBy(procParent(pid), server) {
 			continue
 		}
 		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

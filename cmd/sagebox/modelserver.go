@@ -143,6 +143,13 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	if cfg.GPUs < 0 {
 		cfg.GPUs = modelserver.CountGPUs(ctx, os.LookupEnv)
 	}
+	// Workers run under internal/proc's supervisor (this binary's hidden
+	// exec-shim), so nothing they fork outlives the server.
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the worker supervisor: %w", err)
+	}
+	cfg.Supervisor = []string{self, "exec-shim"}
 	srv, err := modelserver.New(cfg, logger)
 	if err != nil {
 		return err

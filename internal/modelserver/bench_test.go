@@ -26,7 +26,8 @@ func BenchmarkInvocationsHTTP(b *testing.B) {
 	cfg.ModelDir, cfg.Python, cfg.CacheDir = modelDir, os.Args[0], b.TempDir()
 	cfg.RuntimeDir = filepath.Join(state, "runtime")
 	cfg.GPUs, cfg.Workers = 0, 1
-	cfg.Env = append(os.Environ(), "SAGEBOX_FAKE_WORKER=1")
+	cfg.Env = append(os.Environ(), "FAKE_SAGEBOX_WORKER=1")
+	cfg.Supervisor = testSupervisor() // as sagebox runs workers
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)

@@ -77,6 +77,13 @@ type Config struct {
 	// with nvidia-smi, honouring CUDA_VISIBLE_DEVICES.
 	GPUs int
 
+	// Supervisor is the argv that runs internal/proc's supervisor
+	// ({os.Executable(), "exec-shim"} in sagebox). Each worker runs under
+	// one, so that it and whatever it forks (setsid() daemons included) die
+	// with the model server, even when it is SIGKILLed. Empty runs workers
+	// directly: they die with the server, their forks may not.
+	Supervisor []string
+
 	// ShutdownGrace bounds how long a worker may take to exit once asked.
 	ShutdownGrace time.Duration
 	// RestartBackoff is the delay before the second consecutive restart

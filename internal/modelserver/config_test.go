@@ -135,25 +135,6 @@ func TestPort(t *testing.T) {
 	}
 }
 
-func TestLineRing(t *testing.T) {
-	r := newLineRing(3)
-	if r.tail(5, 100) != "" {
-		t.Fatal("empty ring not empty")
-	}
-	for _, l := range []string{"a", "b", "c", "d"} {
-		r.add(l)
-	}
-	if got := r.tail(5, 100); got != "b\nc\nd" {
-		t.Fatalf("tail = %q", got)
-	}
-	if got := r.tail(2, 100); got != "c\nd" {
-		t.Fatalf("tail(2) = %q", got)
-	}
-	if got := r.tail(3, 3); got != "…c\nd" {
-		t.Fatalf("tail cut = %q", got)
-	}
-}
-
 func TestWorkerInheritsNoServerSecrets(t *testing.T) {
 	for kv, want := range map[string]bool{
 		"PATH=/usr/bin":                 true,

@@ -2,11 +2,13 @@ package modelserver
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +30,7 @@ import (
 //	FAKE_LOAD_DELAY=<duration>         sleep before answering LOAD
 //	FAKE_LOAD_FAIL_UNTIL=<n>           fail LOAD until n loads were recorded
 //	FAKE_STATE_DIR=<dir>               records: load-<pid>.json, batches.log
+//	FAKE_DAEMON=1                      start a setsid() daemon (sleep), recorded as daemon-<pid>
 //	FAKE_HOLD=0                        answer each INFER with its own write
 //	                                   (default: hold answers back while the
 //	                                   next INFER is buffered, as worker.py)
@@ -36,7 +40,14 @@ import (
 // "status:<code>" fails that request with <code>, "sleep:<duration>"
 // delays the batch; anything else is echoed.
 
+// TestMain also runs internal/proc's supervisor when the test binary is
+// re-executed as "<binary> exec-shim ..." (Config.Supervisor of the
+// tests), before looking at FAKE_SAGEBOX_WORKER: the supervisor runs with
+// the worker's environment.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "exec-shim" {
+		os.Exit(proc.RunSupervisor(context.Background(), os.Args[2:]))
+	}
 	if os.Getenv("FAKE_SAGEBOX_WORKER") == "1" {
 		os.Exit(fakeWorkerMain())
 	}
@@ -84,6 +95,16 @@ func fakeWorkerMain() int {
 	var load wire.Load
 	if err := wire.DecodeJSON(wire.TypeLoad, p, &load); err != nil {
 		return 2
+	}
+	if os.Getenv("FAKE_DAEMON") == "1" {
+		// A daemon of the handler's: a session of its own, no pipes to us.
+		d := exec.Command("sleep", "100")
+		d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := d.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "fake worker: daemon:", err)
+			return 2
+		}
+		os.WriteFile(filepath.Join(state, fmt.Sprintf("daemon-%d", d.Process.Pid)), nil, 0o644)
 	}
 	cwd, _ := os.Getwd()
 	rec, _ := json.Marshal(loadRecord{PID: os.Getpid(), Load: load, Cwd: cwd, PythonPath: os.Getenv("PYTHONPATH"), Args: os.Args[1:],

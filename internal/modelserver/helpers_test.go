@@ -92,6 +92,7 @@ func startTestServer(t *testing.T, o testOptions) *testServer {
 	cfg := DefaultConfig()
 	cfg.ModelDir = modelDir
 	cfg.Python = os.Args[0]
+	cfg.Supervisor = testSupervisor()
 	cfg.RuntimeDir = filepath.Join(state, "runtime")
 	cfg.CacheDir = t.TempDir()
 	cfg.GPUs = 0
@@ -257,3 +258,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func processExists(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
+
+// testSupervisor is Config.Supervisor in the tests: this test binary,
+// whose TestMain runs proc.RunSupervisor.
+func testSupervisor() []string { return []string{os.Args[0], "exec-shim"} }

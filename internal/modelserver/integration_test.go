@@ -81,6 +81,7 @@ func startPyServer(t *testing.T, modelDir string, wait bool, mutate func(*Config
 	cfg := DefaultConfig()
 	cfg.ModelDir = modelDir
 	cfg.Python = systemPython
+	cfg.Supervisor = testSupervisor()
 	cfg.CacheDir = t.TempDir()
 	cfg.GPUs = 0
 	cfg.Workers = 1

@@ -198,14 +198,13 @@ async def invocations(request: Request):
 		"--log-level", "warning", "--no-access-log")
 	cmd.Dir = appDir
 	cmd.Env = append(os.Environ(), "MODEL_DIR="+modelDir, "OMP_NUM_THREADS=1")
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		p := &process{cmd: cmd, pid: cmd.Process.Pid}
-		p.signal(syscall.SIGTERM)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		cmd.Wait()
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)

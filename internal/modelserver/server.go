@@ -198,7 +198,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Join(cacheDir, "models"), 0o755); err != nil {
 			return fmt.Errorf("create model cache: %w", err)
 		}
-		dir, err := os.MkdirTemp(filepath.Join(cacheDir, "models"), "model-")
+		sweepTempDirs(filepath.Join(cacheDir, "models"), "model-", s.logger)
+		dir, err := ownedTempDir(filepath.Join(cacheDir, "models"), "model-")
 		if err != nil {
 			return fmt.Errorf("create model dir: %w", err)
 		}
@@ -275,7 +276,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	// Socket paths must stay under ~100 bytes, so they live in a short
 	// temporary directory rather than under the cache.
-	s.sockDir, err = os.MkdirTemp("", "sagebox-ms-")
+	sweepTempDirs(os.TempDir(), "sagebox-ms-", s.logger)
+	s.sockDir, err = ownedTempDir(os.TempDir(), "sagebox-ms-")
 	if err != nil {
 		return fmt.Errorf("create socket dir: %w", err)
 	}
@@ -378,6 +380,19 @@ func (s *Server) failQueued() {
 			c.done <- struct{}{}
 		}
 	}
+}
+
+// tempDirs are the server's temporary directories: the socket directory
+// and an extracted model. Worker supervisors remove them if the server is
+// killed (see tempdirs.go).
+func (s *Server) tempDirs() []string {
+	var dirs []string
+	for _, d := range []string{s.sockDir, s.extractDir} {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // removeTemp removes the socket directory and an extracted model.

@@ -184,11 +184,13 @@ func (w *worker) life(ctx context.Context, gen int) (loaded bool, err error) {
 	defer pg.close()
 
 	p, err := startProcess(procSpec{
-		path:   s.python,
-		args:   []string{"-m", "sagebox_runtime", "worker", "--socket", sock},
-		dir:    s.modelDir,
-		env:    s.workerEnv,
-		logger: w.logger,
+		path:          s.python,
+		args:          []string{"-m", "sagebox_runtime", "worker", "--socket", sock},
+		dir:           s.modelDir,
+		env:           s.workerEnv,
+		logger:        w.logger,
+		supervisor:    s.cfg.Supervisor,
+		removeOnDeath: s.tempDirs(),
 	})
 	if err != nil {
 		return false, &LoadError{Worker: w.id, Message: err.Error()}
@@ -258,7 +260,8 @@ func (w *worker) stopProcess(p *process, gently bool) {
 		p.signal(syscall.SIGKILL) // it failed; nothing to save
 		<-p.exited
 	}
-	p.stop(0) // reap anything left in the group
+	// Nothing of it is left: internal/proc kills what remains of its group
+	// (and, under the supervisor, everything it forked) once it exits.
 }
 
 // loadFailure describes a process that ended while doing step, before it
@@ -266,7 +269,7 @@ func (w *worker) stopProcess(p *process, gently bool) {
 func (w *worker) loadFailure(p *process, step string) *LoadError {
 	<-p.exited
 	msg := fmt.Sprintf("worker process %s while %s", p.exitDescription(), step)
-	if tail := p.stderr.tail(20, 4096); tail != "" {
+	if tail := p.stderrTail(20, 4096); tail != "" {
 		msg += "; last stderr lines:\n" + tail
 	}
 	return &LoadError{Worker: w.id, Message: msg}
@@ -658,7 +661,7 @@ func (w *worker) failBatch(ctx context.Context, p *process, calls []*call, cause
 		}
 		how := p.exitDescription()
 		msg := fmt.Sprintf("worker %d (pid %d) %s while handling this request; it is being restarted", w.id, p.pid, how)
-		if tail := p.stderr.tail(20, 4096); tail != "" {
+		if tail := p.stderrTail(20, 4096); tail != "" {
 			msg += ". Last stderr lines:\n" + tail
 		}
 		e = errorf(502, TypeWorkerDied, "%s", msg)

@@ -19,9 +19,13 @@
 // There are two modes:
 //
 //   - Attached (Spec.Detach false): the process dies with its parent. The
-//     supervisor gets SIGTERM when its parent dies (PR_SET_PDEATHSIG, a
-//     signal it can catch, unlike SIGKILL) and then kills its whole
-//     subtree. Stdout and stderr are pipes pumped line by line to
+//     supervisor's stdin is a pipe whose write end only the parent holds;
+//     end of file on it means the parent process is gone, however it
+//     ended (a SIGKILL included), and the supervisor then kills its whole
+//     subtree and removes Spec.RemoveOnParentDeath (the parent's temporary
+//     files). PR_SET_PDEATHSIG is not used for this: it fires when the
+//     parent's forking thread exits, which may be long before (or without)
+//     the parent's death. Stdout and stderr are pipes pumped line by line to
 //     Spec.Sink; the last lines of stderr are kept for Tail. The
 //     supervisor reports the command's pid and exit on a pipe (fd 3). With
 //     no Spec.Supervisor the command runs directly, with Pdeathsig SIGKILL

@@ -49,6 +49,13 @@ type Spec struct {
 	// may then outlive the parent).
 	Supervisor []string
 
+	// RemoveOnParentDeath are paths an attached supervisor removes
+	// (os.RemoveAll) after it has killed the command's subtree because its
+	// parent died: the parent's temporary files, which it cannot remove
+	// itself after a SIGKILL. Not removed on any other exit. Needs
+	// Supervisor.
+	RemoveOnParentDeath []string
+
 	// Sink gets the output of an attached process line by line (nil:
 	// discarded). Detached output goes to OutputPath(StateDir) instead.
 	Sink Sink
@@ -245,6 +252,9 @@ func Start(ctx context.Context, s Spec) (*Handle, error) {
 		return startDetached(ctx, s)
 	}
 	if len(s.Supervisor) == 0 {
+		if len(s.RemoveOnParentDeath) > 0 {
+			return nil, errors.New("start: RemoveOnParentDeath needs a Supervisor")
+		}
 		return startDirect(s)
 	}
 	return startSupervised(ctx, s)
@@ -315,12 +325,14 @@ func startDirect(s Spec) (*Handle, error) {
 // reports on a pipe (its fd 3).
 func startSupervised(ctx context.Context, s Spec) (*Handle, error) {
 	h := &Handle{done: make(chan struct{})}
-	args := append(append([]string{}, s.Supervisor[1:]...), "--attached", "--parent", strconv.Itoa(os.Getpid()), "--", s.Path)
+	args := append(append([]string{}, s.Supervisor[1:]...), "--attached", "--parent", strconv.Itoa(os.Getpid()))
+	for _, p := range s.RemoveOnParentDeath {
+		args = append(args, "--remove-on-parent-death", p)
+	}
+	args = append(args, "--", s.Path)
 	cmd := exec.Command(s.Supervisor[0], append(args, s.Args...)...)
 	cmd.Dir, cmd.Env = s.Dir, s.Env
-	// The supervisor catches SIGTERM: when its parent dies it kills the
-	// subtree. It sets this itself too; this covers its first moments.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 2 * time.Second
 	out, errw := h.pumps(s)
 	cmd.Stdout, cmd.Stderr = out, errw
@@ -328,13 +340,26 @@ func startSupervised(ctx context.Context, s Spec) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Path, err)
 	}
+	// The lifeline: the supervisor's stdin, whose write end only this
+	// process holds (close-on-exec), so the supervisor reads end of file
+	// exactly when this process is gone, however it ended.
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		sr.Close()
+		sw.Close()
+		return nil, fmt.Errorf("start %s: %w", s.Path, err)
+	}
+	cmd.Stdin = lr
 	cmd.ExtraFiles = []*os.File{sw}
 	if err := cmd.Start(); err != nil {
 		sr.Close()
 		sw.Close()
+		lr.Close()
+		lw.Close()
 		return nil, fmt.Errorf("start supervisor %s: %w", s.Supervisor[0], err)
 	}
 	sw.Close()
+	lr.Close()
 	h.supPID = cmd.Process.Pid
 	lines := bufio.NewScanner(sr)
 	var exit *exitRecord
@@ -364,6 +389,7 @@ func startSupervised(ctx context.Context, s Spec) (*Handle, error) {
 		}
 		sr.Close()
 		werr := cmd.Wait()
+		lw.Close() // held until here, also against the garbage collector
 		out.Flush()
 		errw.Flush()
 		r := Result{Killed: h.killed.Load()}

@@ -17,7 +17,7 @@ import (
 
 // SupervisorUsage is the supervisor's command line, after the subcommand
 // that runs it (`sagebox exec-shim`).
-const SupervisorUsage = "--dir STATE_DIR --run ID -- COMMAND [ARG...]  |  --attached --parent PID -- COMMAND [ARG...]"
+const SupervisorUsage = "--dir STATE_DIR --run ID -- COMMAND [ARG...]  |  --attached --parent PID [--remove-on-parent-death PATH]... -- COMMAND [ARG...]"
 
 // exitRecord is exit.json, and the "exit" line of the attached status
 // pipe.
@@ -49,6 +49,7 @@ type supervisorArgs struct {
 	dir, run string
 	attached bool
 	parent   int
+	remove   []string // attached: removed after a parent-death kill
 	argv     []string
 }
 
@@ -73,6 +74,9 @@ func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 			}
 			a.parent = p
 			i++
+		case arg == "--remove-on-parent-death" && i+1 < len(args):
+			a.remove = append(a.remove, args[i+1])
+			i++
 		case arg == "--":
 			a.argv = args[i+1:]
 			i = len(args)
@@ -83,6 +87,8 @@ func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 	switch {
 	case a.attached && a.dir != "":
 		return a, errors.New("--attached and --dir exclude each other")
+	case !a.attached && len(a.remove) > 0:
+		return a, errors.New("--remove-on-parent-death needs --attached")
 	case !a.attached && a.dir == "":
 		return a, errors.New("--dir is required")
 	case len(a.argv) == 0:
@@ -102,9 +108,11 @@ func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 // the command with output to output.log, forwards SIGTERM, SIGINT,
 // SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to the command's group, and writes
 // exit.json. Attached (--attached): the command inherits the supervisor's
-// stdout and stderr; a signal whose arrival finds the parent gone (the
-// parent-death signal) kills the whole subtree, other signals are
-// forwarded; the command's pid and exit are reported on fd 3.
+// stdout and stderr; its stdin is the lifeline, a pipe whose other end
+// only the parent holds: end of file on it means the parent is gone, and
+// the whole subtree is killed (then the --remove-on-parent-death paths
+// are removed). Signals are forwarded; the command's pid and exit are
+// reported on fd 3.
 // Either way, once the command has exited everything left below the
 // supervisor is killed before the exit is reported.
 func RunSupervisor(ctx context.Context, args []string) int {
@@ -127,7 +135,8 @@ func RunSupervisor(ctx context.Context, args []string) int {
 type supervisor struct {
 	a      supervisorArgs
 	sigs   chan os.Signal
-	status *os.File // attached: fd 3
+	status *os.File      // attached: fd 3
+	orphan chan struct{} // attached: closed when the parent is gone
 	start  time.Time
 }
 
@@ -139,10 +148,19 @@ func (s *supervisor) fail(err error) int {
 func (s *supervisor) run(ctx context.Context) int {
 	a := s.a
 	if a.attached {
+		// The status pipe is inherited without close-on-exec; the command
+		// must not get it (it could write a forged exit line, and whatever
+		// it forks would hold the pipe open).
+		syscall.CloseOnExec(3)
 		s.status = os.NewFile(3, "status")
-		if err := onParentDeath(syscall.SIGTERM); err != nil {
-			return s.fail(fmt.Errorf("parent-death signal: %w", err))
-		}
+		// Not PR_SET_PDEATHSIG: that fires when the parent's thread that
+		// forked this process exits, which may happen while the parent
+		// lives on (and does, first, when the parent is killed).
+		s.orphan = make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			close(s.orphan)
+		}()
 		if a.parent > 0 && os.Getppid() != a.parent {
 			return s.fail(errors.New("the parent died before the command started"))
 		}
@@ -226,16 +244,16 @@ func (s *supervisor) run(ctx context.Context) int {
 		}
 	}()
 	var ws syscall.WaitStatus
+	orphaned := false
+	orphan := s.orphan // nil (never ready) when detached
 	for waiting := true; waiting; {
 		select {
+		case <-orphan:
+			// The parent died: nothing of the command may outlive it.
+			orphaned, orphan = true, nil
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		case sig := <-s.sigs:
-			ss := sig.(syscall.Signal)
-			if a.attached && a.parent > 0 && os.Getppid() != a.parent {
-				// The parent died: nothing of the command may outlive it.
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-				continue
-			}
-			_ = syscall.Kill(-pid, ss)
+			_ = syscall.Kill(-pid, sig.(syscall.Signal))
 		case ws = <-reaped:
 			waiting = false
 		}
@@ -243,6 +261,13 @@ func (s *supervisor) run(ctx context.Context) int {
 	// Like a container whose main process ended: nothing of it may linger
 	// (workers a launcher left behind, daemons, background helpers).
 	killTree(pid)
+	if orphaned {
+		for _, p := range a.remove {
+			if err := os.RemoveAll(p); err != nil {
+				fmt.Fprintln(os.Stderr, "sagebox exec-shim:", err)
+			}
+		}
+	}
 
 	st := exitRecord{PID: pid}
 	switch {

@@ -54,6 +54,17 @@ func startTime(pid int) uint64 {
 	return st.start
 }
 
+// StartTime is the start time of process pid, in clock ticks since boot
+// (field 22 of /proc/<pid>/stat), or 0 when there is no such process.
+// Together with the pid it names one process for as long as the machine
+// runs: see Running.
+func StartTime(pid int) uint64 { return startTime(pid) }
+
+// Running reports whether process pid is still the one that started at
+// start (StartTime), and not a zombie. A pid now used by another program
+// is not running.
+func Running(pid int, start uint64) bool { return identity{PID: pid, Start: start}.alive() }
+
 // identity is a pid together with the start time that makes it unique.
 type identity struct {
 	PID   int    `json:"pid"`

@@ -11,12 +11,6 @@ func unixSignalName(s syscall.Signal) string { return unix.SignalName(s) }
 // becomeSubreaper makes orphaned descendants re-parent to this process.
 func becomeSubreaper() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
 
-// onParentDeath has the kernel send sig to this process when its parent
-// dies.
-func onParentDeath(sig syscall.Signal) error {
-	return unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0)
-}
-
 // childAttr is the command's SysProcAttr: a group of its own, and SIGKILL
 // if its parent (the supervisor, or the caller without one) dies.
 func childAttr() *syscall.SysProcAttr {
