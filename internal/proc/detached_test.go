@@ -45,6 +45,8 @@ func TestDetachedSurvivesParentAndIsAdopted(t *testing.T) {
 
 	h := adoptT(t, state)
 	stopAtEnd(t, h)
+	// The command can print its pid before the supervisor has recorded it.
+	waitFor(t, 5*time.Second, "child.json", func() bool { return h.Pid() != 0 })
 	if !h.Adopted() || h.SupervisorPid() != supPid || h.Pid() != cmd.PID {
 		t.Errorf("adopted: %v, supervisor %d (want %d), pid %d (want %d)", h.Adopted(), h.SupervisorPid(), supPid, h.Pid(), cmd.PID)
 	}
