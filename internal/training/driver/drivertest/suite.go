@@ -172,7 +172,8 @@ func restarted(job *driver.Job) *driver.Job {
 	return &r
 }
 
-// Output reads all of task's output so far.
+// Output reads all of task's output so far, holding its io.ReaderAt to
+// its contract (a short read comes with an error, io.EOF at the end).
 func Output(task driver.Task) (string, error) {
 	r := task.Output()
 	var b strings.Builder
@@ -187,8 +188,8 @@ func Output(task driver.Task) (string, error) {
 		if err != nil {
 			return b.String(), err
 		}
-		if n == 0 {
-			return b.String(), fmt.Errorf("ReadAt(%d) read nothing and gave no error", off)
+		if n < len(buf) {
+			return b.String(), fmt.Errorf("ReadAt(%d) read %d of %d bytes without an error; io.ReaderAt requires one", off-int64(n), n, len(buf))
 		}
 	}
 }
