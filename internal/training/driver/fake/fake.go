@@ -8,7 +8,8 @@
 // same tasks, so a second Driver is a restarted server that Recovers them.
 // A test says what a job's hosts do with State.SetScript (keyed by job
 // name; a job without one exits 0 at once on every host), injects faults
-// with State.SetHook and State.Lose, and asserts on State.Calls,
+// with State.SetHook and State.Lose, ends tasks at chosen moments with
+// State.Exit, and asserts on State.Calls,
 // State.HostFile and State.Artifact.
 package fake
 
@@ -117,6 +118,17 @@ func (s *State) Lose(job string, host int, err error) bool {
 		return false
 	}
 	return t.finish(driver.Result{ExitCode: 137, Lost: true, Err: fmt.Errorf("fake: task lost: %w", err)})
+}
+
+// Exit ends host's running task as if its script exited with code now,
+// for tests that order the hosts' ends. It reports whether a task was
+// running.
+func (s *State) Exit(job string, host int, code int) bool {
+	t := s.task(job, host)
+	if t == nil {
+		return false
+	}
+	return t.finish(driver.Result{ExitCode: code})
 }
 
 // Calls returns the calls made so far, in order.

@@ -116,16 +116,32 @@ func TestFaults(t *testing.T) {
 	if out, _ := drivertest.Output(task); out != "hi\n" {
 		t.Fatalf("output %q after Lose", out)
 	}
+	st.SetHook(fake.Start, nil)
+	again, err := d.Start(ctx, job, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Exit("job", 1, 9) {
+		t.Fatal("Exit found no running task")
+	}
+	<-again.Done()
+	if r := again.Result(); r.ExitCode != 9 || r.Lost || r.Err != nil {
+		t.Fatalf("Result %+v after Exit(9)", r)
+	}
 	d.Release(job, true)
-	if n := st.Count(fake.Start, "job"); n != 2 {
-		t.Errorf("Count(Start) = %d; want 2", n)
+	if n := st.Count(fake.Start, "job"); n != 3 {
+		t.Errorf("Count(Start) = %d; want 3", n)
 	}
 	calls := st.Calls()
 	last := calls[len(calls)-1]
 	if last.Method != fake.Release || !last.Failed || last.Driver != 1 {
 		t.Errorf("last call %+v; want Release(failed) by driver 1", last)
 	}
-	if _, err := fake.New(st).Recover(ctx, job, 1); !errors.Is(err, driver.ErrNotStarted) {
-		t.Errorf("Recover of the host whose Start failed: %v", err)
+	other := newJob("other", 2)
+	if err := d.Prepare(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fake.New(st).Recover(ctx, other, 1); !errors.Is(err, driver.ErrNotStarted) {
+		t.Errorf("Recover of a host never started: %v", err)
 	}
 }
