@@ -65,6 +65,11 @@
 //		})
 //	}
 //
+// testdata/local_conformance_test.go.txt is that harness written out in
+// full against internal/training/local as of commit f099bce (it passed the
+// whole suite there, -race included): copy it to
+// internal/training/local/conformance_test.go.
+//
 // TestMain must double as the shim (proc.RunSupervisor on "exec-shim"),
 // as internal/training's does, and the test should skip without
 // /usr/bin/python3 unless SAGEBOX_STRICT_TOOLS=1. Its processes outlive a
