@@ -28,10 +28,12 @@ import (
 )
 
 // Driver runs the hosts of training jobs on one backend. Calls for one job
-// come from one goroutine, in this order: Prepare, Install, Start for each
-// host (or Recover for each host after a restart), Settle for each host as
-// it ends, SyncCheckpoints any time while tasks run, Collect, Release.
-// Calls for different jobs may run concurrently.
+// come in this order: Prepare, Install, Start for each host (or Recover for
+// each host after a restart), Settle for each host as it ends, Collect,
+// Release, all from one goroutine; SyncCheckpoints comes from another while
+// tasks run (and once more before Collect). Once Prepare or Recover has
+// filled Job.Hosts, no call may write the Job. Calls for different jobs
+// may run concurrently.
 type Driver interface {
 	// Prepare makes every host of job ready to start, from scratch: its
 	// tree with the config files, the channels (sharded across hosts as

@@ -172,8 +172,14 @@ func hostStateDir(job *driver.Job, host int) string {
 	return filepath.Join(job.StateDir, job.Hosts[host].Name)
 }
 
-// layout fills each host's workspace and devices (idempotent).
+// layout fills each host's workspace and devices: on Prepare (reserve:
+// a fresh attempt) and the first call after a restart. Later calls find
+// them filled and leave job untouched, so SyncCheckpoints, which runs
+// beside the lifecycle's own calls, never writes it.
 func (d *Driver) layout(job *driver.Job, reserve bool) {
+	if !reserve && len(job.Hosts) > 0 && job.Hosts[0].Workspace.Root != "" {
+		return
+	}
 	st := d.state(job.Name)
 	if !st.gpusKnown {
 		st.gpus = d.reserveGPUs(job, reserve)
