@@ -155,7 +155,7 @@ func TestFakeJobCompletes(t *testing.T) {
 			{Name: "train:acc", Regex: `acc=(\S+);`},
 		}
 	}))
-	j := e.waitEnd( "ok", waitFake)
+	j := e.waitEnd("ok", waitFake)
 	checkEnd(t, j, sagebox.StatusCompleted, sagebox.SecondaryCompleted, "", "Starting → Downloading → Training → Uploading → Completed")
 	checkTrace(t, e.state, "ok", "Prepare", "Install", "Start 0", "Start 1", "Start 2",
 		"Settle 0", "Settle 1", "Settle 2", "Collect", "Release failed=false")
@@ -204,7 +204,7 @@ func TestFakeFirstFailureFailsJob(t *testing.T) {
 		drivertest.Script{Lines: []string{"ready"}, Run: long},
 	)
 	e.submit(fakeJob("fail", 3))
-	j := e.waitEnd( "fail", waitFake)
+	j := e.waitEnd("fail", waitFake)
 	settled := toolkit.ExecuteUserScriptError(3, "", "ValueError: algo-2 gives up", []string{"/usr/bin/python3", "train.py"})
 	if want := "ExecuteUserScriptError:\nExitCode 3\nErrorMessage \"ValueError: algo-2 gives up\"\nCommand \"/usr/bin/python3 train.py\""; settled != want {
 		t.Fatalf("toolkit's text changed: %q", settled)
@@ -240,7 +240,7 @@ func TestFakeOwnFailureFileIsTheReason(t *testing.T) {
 	e := newFakeEnv(t)
 	e.state.SetScript("own", drivertest.Script{Failure: "my own words", ExitCode: 1})
 	e.submit(fakeJob("own", 1))
-	j := e.waitEnd( "own", waitFake)
+	j := e.waitEnd("own", waitFake)
 	checkEnd(t, j, sagebox.StatusFailed, sagebox.SecondaryFailed, "AlgorithmError: my own words",
 		"Starting → Downloading → Training → Uploading → Failed")
 	if got, _ := e.state.HostFile("own", 0, "output/failure"); got != "my own words" {
@@ -257,7 +257,7 @@ func TestFakeStopRunsHandlers(t *testing.T) {
 	e.waitHostLine("stop", 0, "ready")
 	e.waitHostLine("stop", 1, "ready")
 	e.stop("stop")
-	j := e.waitEnd( "stop", waitFake)
+	j := e.waitEnd("stop", waitFake)
 	checkEnd(t, j, sagebox.StatusStopped, sagebox.SecondaryStopped, "",
 		"Starting → Downloading → Training → Stopping → Uploading → Stopped")
 	for h := range 2 {
@@ -281,7 +281,7 @@ func TestFakeStopKillsAfterGrace(t *testing.T) {
 	e.waitHostLine("stubborn", 0, "ready")
 	stopped := time.Now()
 	e.stop("stubborn")
-	j := e.waitEnd( "stubborn", waitFake)
+	j := e.waitEnd("stubborn", waitFake)
 	if el := time.Since(stopped); el < grace {
 		t.Errorf("ended %v after the stop, before the grace period %v", el, grace)
 	}
@@ -311,7 +311,7 @@ func TestFakeMaxRuntimeExceeded(t *testing.T) {
 	if tr := mid.SecondaryStatusTransitions[len(mid.SecondaryStatusTransitions)-1]; tr.StatusMessage != "Training job exceeded MaxRuntimeInSeconds (1 s); stopping it" {
 		t.Errorf("Stopping message %q", tr.StatusMessage)
 	}
-	j := e.waitEnd( "slow", waitFake)
+	j := e.waitEnd("slow", waitFake)
 	checkEnd(t, j, sagebox.StatusStopped, sagebox.SecondaryMaxRuntimeExceeded, "",
 		"Starting → Downloading → Training → MaxRuntimeExceeded → Uploading → MaxRuntimeExceeded")
 	if tr := j.SecondaryStatusTransitions[len(j.SecondaryStatusTransitions)-1]; tr.StatusMessage != "Training job stopped: it exceeded MaxRuntimeInSeconds (1s)" {
@@ -338,7 +338,7 @@ func TestFakeFailuresBeforeLaunch(t *testing.T) {
 			return fmt.Errorf("stage channel: %w", toolkit.ClientErrorf("channel %q is empty", "train"))
 		})
 		e.submit(fakeJob("prep", 2))
-		j := e.waitEnd( "prep", waitFake)
+		j := e.waitEnd("prep", waitFake)
 		checkEnd(t, j, sagebox.StatusFailed, sagebox.SecondaryFailed, `ClientError: channel "train" is empty`,
 			"Starting → Downloading → Failed")
 		checkTrace(t, e.state, "prep", "Prepare err", "Release failed=true")
@@ -353,7 +353,7 @@ func TestFakeFailuresBeforeLaunch(t *testing.T) {
 			return fmt.Errorf("pip: %w", &stagingError{reason: "ClientError: requirements.txt: no such package"})
 		})
 		e.submit(fakeJob("inst", 1))
-		j := e.waitEnd( "inst", waitFake)
+		j := e.waitEnd("inst", waitFake)
 		checkEnd(t, j, sagebox.StatusFailed, sagebox.SecondaryFailed, "ClientError: requirements.txt: no such package",
 			"Starting → Downloading → Training → Failed")
 		checkTrace(t, e.state, "inst", "Prepare", "Install err", "Release failed=true")
@@ -369,7 +369,7 @@ func TestFakeFailuresBeforeLaunch(t *testing.T) {
 			return nil
 		})
 		e.submit(fakeJob("start", 2))
-		j := e.waitEnd( "start", waitFake)
+		j := e.waitEnd("start", waitFake)
 		checkEnd(t, j, sagebox.StatusFailed, sagebox.SecondaryFailed, "InternalServerError: no room for algo-2",
 			"Starting → Downloading → Training → Uploading → Failed")
 		checkTrace(t, e.state, "start", "Prepare", "Install", "Start 0", "Start 1 err", "Settle 0", "Collect", "Release failed=true")
@@ -395,7 +395,7 @@ func TestFakeStopWhilePreparing(t *testing.T) {
 		t.Fatal("Prepare never called")
 	}
 	e.stop("prepstop")
-	j := e.waitEnd( "prepstop", waitFake)
+	j := e.waitEnd("prepstop", waitFake)
 	checkEnd(t, j, sagebox.StatusStopped, sagebox.SecondaryStopped, "", "Starting → Downloading → Stopping → Stopped")
 	checkTrace(t, e.state, "prepstop", "Prepare err", "Release failed=true")
 }
@@ -427,7 +427,7 @@ func TestFakeRecoverReattaches(t *testing.T) {
 	}
 	e.state.Exit("adopt", 0, 0)
 	e.state.Exit("adopt", 1, 0)
-	j := e.waitEnd( "adopt", waitFake)
+	j := e.waitEnd("adopt", waitFake)
 	checkEnd(t, j, sagebox.StatusCompleted, sagebox.SecondaryCompleted, "", "Starting → Downloading → Training → Uploading → Completed")
 	checkTrace(t, e.state, "adopt", "Prepare", "Install", "Start 0", "Start 1", "Recover 0", "Recover 1",
 		"Settle 0", "Settle 1", "Collect", "Release failed=false")
@@ -461,7 +461,7 @@ func TestFakeRecoverLostTask(t *testing.T) {
 	if err := e.runner.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	j := e.waitEnd( "lost", waitFake)
+	j := e.waitEnd("lost", waitFake)
 	checkEnd(t, j, sagebox.StatusFailed, sagebox.SecondaryFailed, "InternalServerError: fake: task lost: the node went away",
 		"Starting → Downloading → Training → Uploading → Failed")
 	checkTrace(t, e.state, "lost", "Prepare", "Install", "Start 0", "Recover 0", "Collect", "Release failed=true")
@@ -481,7 +481,7 @@ func TestFakeRecoverWhileStoppingKeepsSIGTERM(t *testing.T) {
 	if err := e.runner.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	j := e.waitEnd( "stop2", waitFake)
+	j := e.waitEnd("stop2", waitFake)
 	checkEnd(t, j, sagebox.StatusStopped, sagebox.SecondaryStopped, "",
 		"Starting → Downloading → Training → Stopping → Uploading → Stopped")
 	if got := e.hostLines("stop2", 0); !slices.Equal(got, []string{"ready", "caught SIGTERM"}) {
@@ -516,7 +516,7 @@ func TestFakeRecoverWhileDownloadingRestages(t *testing.T) {
 	if err := e.runner.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	j := e.waitEnd( "dl", waitFake)
+	j := e.waitEnd("dl", waitFake)
 	checkEnd(t, j, sagebox.StatusCompleted, sagebox.SecondaryCompleted, "", "Starting → Downloading → Training → Uploading → Completed")
 	checkTrace(t, e.state, "dl", "Prepare err", "Prepare", "Install", "Start 0", "Settle 0", "Collect", "Release failed=false")
 	if got := e.hostLines("dl", 0); !slices.Equal(got, []string{"ran after restart"}) {
@@ -555,10 +555,10 @@ func TestFakeCapacityQueues(t *testing.T) {
 		t.Fatalf("the waiting job was prepared %d times", n)
 	}
 	e.state.Exit("cap-a", 0, 0)
-	if j := e.waitEnd( "cap-a", waitFake); j.TrainingJobStatus != sagebox.StatusCompleted {
+	if j := e.waitEnd("cap-a", waitFake); j.TrainingJobStatus != sagebox.StatusCompleted {
 		t.Fatalf("cap-a %s", j.TrainingJobStatus)
 	}
-	j := e.waitEnd( "cap-c", waitFake)
+	j := e.waitEnd("cap-c", waitFake)
 	checkEnd(t, j, sagebox.StatusCompleted, sagebox.SecondaryCompleted, "", "Starting → Downloading → Training → Uploading → Completed")
 	checkTrace(t, e.state, "cap-c", "Prepare", "Install", "Start 0", "Settle 0", "Collect", "Release failed=false")
 	if used := pool.Used(); used.Slots != 1 {
@@ -576,7 +576,7 @@ func TestFakeCapacityStopWhileWaiting(t *testing.T) {
 	e.submit(fakeJob("waiter", 1))
 	waitWaiting(t, e, "waiter")
 	e.stop("waiter")
-	j := e.waitEnd( "waiter", waitFake)
+	j := e.waitEnd("waiter", waitFake)
 	checkEnd(t, j, sagebox.StatusStopped, sagebox.SecondaryStopped, "", "Starting → Stopping → Stopped")
 	checkTrace(t, e.state, "waiter")
 	if used := pool.Used(); used.Slots != 1 {
