@@ -23,6 +23,7 @@ import (
 	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 	"github.com/sagebox/sagebox/internal/staging/localobj"
+	"github.com/sagebox/sagebox/internal/training/driver/fake"
 	"github.com/sagebox/sagebox/internal/training/local"
 )
 
@@ -504,4 +505,98 @@ func withChannel(name, uri, dist string) func(*sagebox.TrainingJob) {
 
 func withHosts(n int) func(*sagebox.TrainingJob) {
 	return func(j *sagebox.TrainingJob) { j.ResourceConfig.InstanceCount = n }
+}
+
+// fakeEnv is a Runner over the in-memory driver (driver/fake), with the
+// in-memory job store and log sink: the lifecycle without processes,
+// disk workspaces or Python. The runner's own state (tail offsets, the
+// outcome) still lives in a temporary data directory.
+type fakeEnv struct {
+	t      testing.TB
+	state  *fake.State
+	jobs   *fakeJobs
+	mem    *memJobs
+	logs   *memLogs
+	sink   *fakeLogs
+	cfg    Config
+	runner *Runner
+	names  []string // submitted jobs, whose tasks cleanup ends
+}
+
+func newFakeEnv(t testing.TB, tweak ...func(*Config)) *fakeEnv {
+	t.Helper()
+	jobs, mem := newMemJobs()
+	sink, logs := newMemLogs()
+	e := &fakeEnv{t: t, state: fake.NewState(), jobs: jobs, mem: mem, logs: logs, sink: sink}
+	e.cfg = Config{
+		DataDir:            t.TempDir(),
+		Region:             "us-east-1",
+		StopGrace:          5 * time.Second,
+		PollInterval:       5 * time.Millisecond,
+		CheckpointInterval: time.Hour,
+	}
+	for _, f := range tweak {
+		f(&e.cfg)
+	}
+	e.runner = e.newRunner()
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+// newRunner is a new server's Runner over the same backend state.
+func (e *fakeEnv) newRunner() *Runner {
+	logger := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := e.cfg
+	cfg.Driver = fake.New(e.state)
+	return NewRunner(cfg, e.jobs, e.sink, logger)
+}
+
+// closeRunner closes the runner (the server goes away; the tasks do not).
+func (e *fakeEnv) closeRunner() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.runner.Close(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *fakeEnv) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = e.runner.Close(ctx)
+	for _, name := range e.names {
+		for _, h := range e.state.Running(name) {
+			e.state.Exit(name, h, 0)
+		}
+	}
+}
+
+// submit stores job as the control plane would and submits it.
+func (e *fakeEnv) submit(job *sagebox.TrainingJob) {
+	e.t.Helper()
+	e.put(job)
+	if err := e.runner.Submit(context.Background(), job.TrainingJobName); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// put stores job without submitting it (a job a restarted server finds).
+func (e *fakeEnv) put(job *sagebox.TrainingJob) {
+	e.t.Helper()
+	e.names = append(e.names, job.TrainingJobName)
+	e.mem.put(e.t, job)
+}
+
+// stop is StopTrainingJob: the control plane's Stopping, then the runner.
+func (e *fakeEnv) stop(name string) {
+	e.t.Helper()
+	e.mem.update(e.t, name, func(j *sagebox.TrainingJob) {
+		if err := j.RequestStop(sagebox.SecondaryStopped, sagebox.MsgStopping, time.Now()); err != nil {
+			e.t.Error(err)
+		}
+	})
+	if err := e.runner.Stop(context.Background(), name); err != nil {
+		e.t.Fatal(err)
+	}
 }

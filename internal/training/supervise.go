@@ -197,16 +197,27 @@ func (jr *jobRun) allDone() bool {
 }
 
 // firstFailure is the failed host that ended first (SageMaker: the first
-// non-zero exit fails the job).
+// non-zero exit fails the job). A host that failed without running (its
+// task could not start, or could not be re-adopted after a restart) has
+// no end time: it failed before any running host was stopped, so it
+// comes first, whatever its index.
 func (jr *jobRun) firstFailure() *hostRun {
 	var first *hostRun
 	for _, h := range jr.hosts {
 		if !h.done || h.failure == "" {
 			continue
 		}
-		if first == nil || (!h.exit.EndedAt.IsZero() && h.exit.EndedAt.Before(first.exit.EndedAt)) {
+		if first == nil || endedBefore(h.exit.EndedAt, first.exit.EndedAt) {
 			first = h
 		}
 	}
 	return first
+}
+
+// endedBefore orders failures by end time, a zero time (no run) first.
+func endedBefore(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() && !b.IsZero()
+	}
+	return a.Before(b)
 }
