@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sagebox/sagebox/internal/statefile"
 )
 
 // Files in a detached process's state directory (see the package doc).
@@ -65,7 +67,7 @@ func startDetached(ctx context.Context, s Spec) (*Handle, error) {
 	run := newRunID()
 	argv := append([]string{s.Path}, s.Args...)
 	// The intent goes to disk before any process exists (see Adopt).
-	if err := writeJSONAtomic(filepath.Join(s.StateDir, fileIntent), intentRecord{Run: run, Argv: argv, StartedAt: time.Now()}); err != nil {
+	if err := statefile.WriteJSON(filepath.Join(s.StateDir, fileIntent), intentRecord{Run: run, Argv: argv, StartedAt: time.Now()}); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	args := append(append([]string{}, s.Supervisor[1:]...), "--dir", s.StateDir, "--run", run, "--")
@@ -94,7 +96,7 @@ func startDetached(ctx context.Context, s Spec) (*Handle, error) {
 // settle reads the exit of a supervisor that is gone and closes done.
 func (h *Handle) settle(adopted bool) {
 	var e exitRecord
-	err := readJSON(filepath.Join(h.dir, fileExit), &e)
+	err := statefile.ReadJSON(filepath.Join(h.dir, fileExit), &e)
 	switch {
 	case err == nil && (e.Run == h.run || h.run == ""):
 		h.res = Result{ExitCode: e.ExitCode, Signal: e.Signal, OOMKilled: e.OOMKilled && !h.killed.Load(),
@@ -130,7 +132,7 @@ func (h *Handle) childRec() *childRecord {
 		return nil
 	}
 	var c childRecord
-	if readJSON(filepath.Join(h.dir, fileChild), &c) != nil || c.PID <= 0 {
+	if statefile.ReadJSON(filepath.Join(h.dir, fileChild), &c) != nil || c.PID <= 0 {
 		return nil
 	}
 	h.child.Store(&c)
@@ -174,7 +176,7 @@ func (h *Handle) signalDetached(sig syscall.Signal) error {
 // for (up to 3 s): it records itself before it starts the command.
 func Adopt(ctx context.Context, stateDir string) (*Handle, error) {
 	var in intentRecord
-	if err := readJSON(filepath.Join(stateDir, fileIntent), &in); err != nil {
+	if err := statefile.ReadJSON(filepath.Join(stateDir, fileIntent), &in); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, ErrNotStarted
 		}
@@ -185,18 +187,18 @@ func Adopt(ctx context.Context, stateDir string) (*Handle, error) {
 	}
 	h := &Handle{detach: true, dir: stateDir, run: in.Run, adopted: true, done: make(chan struct{})}
 	var tr termRecord
-	if readJSON(termPath(stateDir), &tr) == nil && (tr.Run == in.Run || tr.Run == "") {
+	if statefile.ReadJSON(termPath(stateDir), &tr) == nil && (tr.Run == in.Run || tr.Run == "") {
 		h.termAt = tr.At
 	}
 	var e exitRecord
-	if readJSON(filepath.Join(stateDir, fileExit), &e) == nil && e.Run == in.Run {
+	if statefile.ReadJSON(filepath.Join(stateDir, fileExit), &e) == nil && e.Run == in.Run {
 		h.settle(true)
 		return h, nil
 	}
 	var rec supervisorRecord
 	deadline := time.Now().Add(adoptWait)
 	for {
-		err := readJSON(filepath.Join(stateDir, fileSupervisor), &rec)
+		err := statefile.ReadJSON(filepath.Join(stateDir, fileSupervisor), &rec)
 		if err == nil {
 			break
 		}
@@ -234,7 +236,7 @@ func Adopt(ctx context.Context, stateDir string) (*Handle, error) {
 func AdoptLegacy(stateDir string, supPID int) *Handle {
 	h := &Handle{detach: true, dir: stateDir, supPID: supPID, adopted: true, done: make(chan struct{})}
 	var tr termRecord
-	if readJSON(termPath(stateDir), &tr) == nil {
+	if statefile.ReadJSON(termPath(stateDir), &tr) == nil {
 		h.termAt = tr.At
 	}
 	if st, err := readStat(supPID); err == nil && st.state != 'Z' && cmdlineHas(supPID, stateDir) {

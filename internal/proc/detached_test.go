@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sagebox/sagebox/internal/statefile"
 )
 
 func adoptT(t *testing.T, dir string) *Handle {
@@ -116,7 +118,7 @@ func TestAdoptRefusesReusedPid(t *testing.T) {
 	real := ident(other.Process.Pid)
 	stale := identity{PID: real.PID, Start: real.Start - 1}
 	var in intentRecord
-	if err := readJSON(filepath.Join(state, fileIntent), &in); err != nil {
+	if err := statefile.ReadJSON(filepath.Join(state, fileIntent), &in); err != nil {
 		t.Fatal(err)
 	}
 	writeState(t, state, fileSupervisor, supervisorRecord{identity: stale, Run: in.Run})
@@ -171,7 +173,7 @@ func TestIdentity(t *testing.T) {
 
 func writeState(t *testing.T, dir, name string, v any) {
 	t.Helper()
-	if err := writeJSONAtomic(filepath.Join(dir, name), v); err != nil {
+	if err := statefile.WriteJSON(filepath.Join(dir, name), v); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sagebox/sagebox/internal/statefile"
 )
 
 // Errors of Start and Adopt.
@@ -25,7 +27,7 @@ var (
 	// started the command). Starting afresh is safe.
 	ErrNotStarted = errors.New("no process was started from this state directory")
 	// ErrCorrupt: a state file cannot be decoded. Nothing is signalled.
-	ErrCorrupt = errors.New("corrupt process state")
+	ErrCorrupt = statefile.ErrCorrupt
 	// ErrLost is in Result.Err when the process ended (or vanished)
 	// without leaving an exit status.
 	ErrLost = errors.New("the process is gone without an exit status")
@@ -201,7 +203,7 @@ func (h *Handle) noteTerm() error {
 	}
 	h.termAt = time.Now()
 	if h.detach {
-		if err := writeJSONAtomic(termPath(h.dir), termRecord{At: h.termAt, Run: h.run}); err != nil {
+		if err := statefile.WriteJSON(termPath(h.dir), termRecord{At: h.termAt, Run: h.run}); err != nil {
 			return err
 		}
 	}

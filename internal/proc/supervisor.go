@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/sagebox/sagebox/internal/statefile"
 )
 
 // SupervisorUsage is the supervisor's command line, after the subcommand
@@ -170,7 +172,7 @@ func (s *supervisor) run(ctx context.Context) int {
 		// The record comes first: from here on a restarted parent can find
 		// this process (Adopt), so nothing runs unrecorded.
 		me := identity{PID: os.Getpid(), Start: startTime(os.Getpid())}
-		if err := writeJSONAtomic(filepath.Join(a.dir, fileSupervisor), supervisorRecord{identity: me, Run: a.run}); err != nil {
+		if err := statefile.WriteJSON(filepath.Join(a.dir, fileSupervisor), supervisorRecord{identity: me, Run: a.run}); err != nil {
 			return s.fail(err)
 		}
 	}
@@ -221,7 +223,7 @@ func (s *supervisor) run(ctx context.Context) int {
 	if a.attached {
 		b, _ := json.Marshal(child)
 		fmt.Fprintf(s.status, "child %s\n", b)
-	} else if err := writeJSONAtomic(filepath.Join(a.dir, fileChild), child); err != nil {
+	} else if err := statefile.WriteJSON(filepath.Join(a.dir, fileChild), child); err != nil {
 		fmt.Fprintln(os.Stderr, "sagebox exec-shim:", err)
 	}
 
@@ -308,7 +310,7 @@ func (s *supervisor) finish(st exitRecord) int {
 	if s.a.attached {
 		b, _ := json.Marshal(st)
 		fmt.Fprintf(s.status, "exit %s\n", b)
-	} else if err := writeJSONAtomic(filepath.Join(s.a.dir, fileExit), st); err != nil {
+	} else if err := statefile.WriteJSON(filepath.Join(s.a.dir, fileExit), st); err != nil {
 		fmt.Fprintln(os.Stderr, "sagebox exec-shim:", err)
 		return 2
 	}

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -143,44 +142,6 @@ func oomKills() int64 {
 		}
 	}
 	return -1
-}
-
-// writeJSONAtomic writes v as JSON through a temporary file and a rename,
-// so a reader (or a restarted parent) never sees a partial file.
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// readJSON reads path into v. A missing file gives an error wrapping
-// fs.ErrNotExist; one that does not decode, one wrapping ErrCorrupt.
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
-	}
-	return nil
 }
 
 // signalName is "SIGKILL" for SIGKILL, and so on.

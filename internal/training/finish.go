@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/statefile"
 	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
@@ -22,7 +23,7 @@ func (jr *jobRun) end(ctx context.Context, o outcome) {
 	}
 	dir := jr.r.stateDir(jr.name)
 	if err := os.MkdirAll(dir, 0o755); err == nil {
-		if err := writeJSONAtomic(filepath.Join(dir, fileOutcome), o); err != nil {
+		if err := statefile.WriteJSON(filepath.Join(dir, fileOutcome), o); err != nil {
 			jr.log.Warn("recording the outcome failed", "err", err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 	"github.com/sagebox/sagebox/internal/staging/localobj"
+	"github.com/sagebox/sagebox/internal/statefile"
 	"github.com/sagebox/sagebox/internal/training/driver/fake"
 	"github.com/sagebox/sagebox/internal/training/local"
 )
@@ -137,7 +138,7 @@ func newMemJobs() (*fakeJobs, *memJobs) {
 			m.jobs[name] = b
 			if m.persist != "" {
 				all, _ := json.Marshal(m.jobs)
-				if err := writeFileAtomic(m.persist, all); err != nil {
+				if err := statefile.Write(m.persist, all); err != nil {
 					return nil, err
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/statefile"
 	"github.com/sagebox/sagebox/internal/toolkit"
 )
 
@@ -55,7 +56,7 @@ type tailer struct {
 
 func openTailer(stateDir string) (*tailer, error) {
 	t := &tailer{statePath: filepath.Join(stateDir, fileTail)}
-	if err := readJSON(t.statePath, &t.st); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := statefile.ReadJSON(t.statePath, &t.st); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	return t, nil
@@ -103,7 +104,7 @@ func (t *tailer) read(final bool) (lines []string, next int64, err error) {
 	return lines, next, nil
 }
 
-func (t *tailer) save() error { return writeJSONAtomic(t.statePath, t.st) }
+func (t *tailer) save() error { return statefile.WriteJSON(t.statePath, t.st) }
 
 // pumpLogs moves h's new output into the log store and metrics. It runs
 // with a context that Close does not cancel, so a poll is never cut in half

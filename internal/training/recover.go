@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/statefile"
 	"github.com/sagebox/sagebox/internal/training/driver"
 )
 
@@ -77,7 +78,7 @@ func (jr *jobRun) resume(ctx context.Context) {
 		return
 	case sagebox.SecondaryUploading:
 		var o outcome
-		if err := readJSON(filepath.Join(jr.r.stateDir(jr.name), fileOutcome), &o); err != nil {
+		if err := statefile.ReadJSON(filepath.Join(jr.r.stateDir(jr.name), fileOutcome), &o); err != nil {
 			o = failedOutcome("InternalServerError: sagebox server restarted while uploading and the job's outcome was lost", true)
 		}
 		jr.loadHostState(ctx)

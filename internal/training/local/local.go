@@ -27,6 +27,7 @@ import (
 	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 	"github.com/sagebox/sagebox/internal/staging"
+	"github.com/sagebox/sagebox/internal/statefile"
 	"github.com/sagebox/sagebox/internal/toolkit"
 	"github.com/sagebox/sagebox/internal/training/driver"
 )
@@ -205,7 +206,7 @@ func (d *Driver) reserveGPUs(job *driver.Job, fresh bool) []string {
 	}
 	var had []string
 	if !fresh {
-		if err := readJSON(filepath.Join(job.StateDir, fileGPUs), &had); err == nil {
+		if err := statefile.ReadJSON(filepath.Join(job.StateDir, fileGPUs), &had); err == nil {
 			return a.Claim(gpuOwner(job.Name), had)
 		}
 	}
@@ -284,7 +285,7 @@ func (d *Driver) Prepare(ctx context.Context, job *driver.Job) error {
 		}
 	}
 	if d.cfg.GPUs != nil {
-		if err := writeJSONAtomic(filepath.Join(job.StateDir, fileGPUs), append([]string{}, d.state(job.Name).gpus...)); err != nil {
+		if err := statefile.WriteJSON(filepath.Join(job.StateDir, fileGPUs), append([]string{}, d.state(job.Name).gpus...)); err != nil {
 			return fmt.Errorf("record the job's GPUs: %w", err)
 		}
 	}
@@ -502,7 +503,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	}
 	rec := launchRecord{Argv: argv, Passive: passive, StartedAt: d.cfg.Now()}
 	if passive {
-		if err := writeJSONAtomic(filepath.Join(dir, fileShim), rec); err != nil {
+		if err := statefile.WriteJSON(filepath.Join(dir, fileShim), rec); err != nil {
 			return nil, err
 		}
 		job.Note([]int{host}, fmt.Sprintf("%s is an MPI worker: mpirun on %s starts its processes", h.Name, job.Spec.Hosts[0]))
@@ -530,7 +531,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	if len(d.cfg.ShimCommand) == 0 {
 		return nil, errors.New("no shim command configured")
 	}
-	if err := writeJSONAtomic(filepath.Join(dir, fileShim), rec); err != nil {
+	if err := statefile.WriteJSON(filepath.Join(dir, fileShim), rec); err != nil {
 		return nil, err
 	}
 	p, err := proc.Start(ctx, proc.Spec{
@@ -541,7 +542,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 		return nil, err
 	}
 	rec.ShimPID = p.SupervisorPid()
-	if err := writeJSONAtomic(filepath.Join(dir, fileShim), rec); err != nil {
+	if err := statefile.WriteJSON(filepath.Join(dir, fileShim), rec); err != nil {
 		return nil, err
 	}
 	d.log.Info("process started", "job", job.Name, "host", h.Name, "pid", rec.ShimPID, "argv", toolkit.ShellJoin(argv))
@@ -554,7 +555,7 @@ func (d *Driver) Recover(ctx context.Context, job *driver.Job, host int) (driver
 	d.layout(job, false)
 	dir := hostStateDir(job, host)
 	var rec launchRecord
-	if err := readJSON(filepath.Join(dir, fileShim), &rec); err != nil {
+	if err := statefile.ReadJSON(filepath.Join(dir, fileShim), &rec); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, driver.ErrNotStarted
 		}
