@@ -65,6 +65,24 @@ func RestrictDataDir(dataDir string) error {
 			return fmt.Errorf("restrict data dir: %w", err)
 		}
 	}
+	// The runtime is unpacked through a temporary directory (0700).
+	err := filepath.WalkDir(filepath.Join(dataDir, "runtime"), func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		add := fs.FileMode(0o044)
+		if e.IsDir() {
+			add = 0o055
+		}
+		return os.Chmod(p, info.Mode().Perm()|add)
+	})
+	if err != nil {
+		return fmt.Errorf("restrict data dir: open the runtime to jobs: %w", err)
+	}
 	ents, err := os.ReadDir(dataDir)
 	if err != nil {
 		return fmt.Errorf("restrict data dir: %w", err)
