@@ -41,7 +41,10 @@ probe("logs", lambda: os.listdir(os.path.join(data, "logs")))
 probe("otherjob", lambda: os.listdir(other))
 probe("otherconfig", lambda: open(os.path.join(other, "input", "config", "hyperparameters.json")).read())
 if os.environ.get("PROBE_CHANNEL_WRITE"):
-    probe("channelwrite", lambda: open(chan, "a").write("planted"))
+    def plant():
+        os.chmod(chan, 0o644)  # an owner could, then write
+        open(chan, "a").write("planted")
+    probe("channelwrite", plant)
 print("channel", open(chan).read().strip(), flush=True)
 print("uid", os.getuid(), "home", os.environ.get("HOME"), flush=True)
 print("runtime", sorted(os.listdir(os.environ["PROBE_RUNTIME"]))[:1], flush=True)
