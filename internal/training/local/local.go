@@ -279,6 +279,9 @@ func (d *Driver) Prepare(ctx context.Context, job *driver.Job) error {
 		if err := h.Workspace.Create(names); err != nil {
 			return err
 		}
+		if err := d.closeWorkspace(job, h.Workspace.Root); err != nil {
+			return err
+		}
 		if err := os.MkdirAll(hostStateDir(job, i), 0o755); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}

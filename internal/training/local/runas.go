@@ -189,6 +189,27 @@ func (d *Driver) handOver(job *driver.Job, uid, gid uint32) error {
 	return nil
 }
 
+// closeWorkspace makes a host's fresh workspace (and the job's
+// directories) closed to other users while it is staged as root, with
+// RunAs; handOver gives it to the job's uid afterwards.
+func (d *Driver) closeWorkspace(job *driver.Job, root string) error {
+	if !d.cfg.RunAs.enabled() {
+		return nil
+	}
+	for _, c := range []struct {
+		path string
+		mode fs.FileMode
+	}{{d.jobDir(job.Name), 0o711}, {root, 0o700}} {
+		if err := os.Chmod(c.path, c.mode); err != nil {
+			return fmt.Errorf("close the workspace: %w", err)
+		}
+	}
+	if err := os.MkdirAll(job.StateDir, 0o700); err != nil {
+		return fmt.Errorf("close the workspace: %w", err)
+	}
+	return os.Chmod(job.StateDir, 0o700)
+}
+
 // prepareRunAs chooses the job's uid and hands its staged workspaces
 // over to it.
 func (d *Driver) prepareRunAs(job *driver.Job) error {
