@@ -47,6 +47,10 @@ if os.environ.get("PROBE_CHANNEL_WRITE"):
     probe("channelwrite", plant)
 print("channel", open(chan).read().strip(), flush=True)
 print("uid", os.getuid(), "home", os.environ.get("HOME"), flush=True)
+cfg = os.path.join(sys.prefix, "pyvenv.cfg")
+if os.path.exists(cfg):
+    import probemod
+    print("venv owner", os.stat(cfg).st_uid, flush=True)
 print("runtime", sorted(os.listdir(os.environ["PROBE_RUNTIME"]))[:1], flush=True)
 with open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w") as f:
     f.write("weights")
@@ -87,6 +91,17 @@ func TestRunAs(t *testing.T) {
 			t.Errorf("the job did not run as uid 61100:\n%s", out)
 		}
 	})
+	t.Run("package", func(t *testing.T) {
+		// A source directory that is a package is pip-installed as the
+		// job's uid, into an environment the job can then run from.
+		out := runProbeJobFiles(t, &local.RunAs{UID: 61300, Count: 2}, map[string]string{
+			"setup.py": "from setuptools import setup\nsetup(name='probe', version='1.0', py_modules=['probemod'])\n",
+			"probemod.py": "X = 1\n",
+		})
+		if !strings.Contains(out, "metadb denied\n") || !strings.Contains(out, "uid 6130") || !strings.Contains(out, "venv owner 6130") {
+			t.Errorf("the package job did not run as the job's uid:\n%s", out)
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		// The same probes succeed as root: the test above is not passing
 		// because the probes are wrong.
@@ -103,6 +118,11 @@ func TestRunAs(t *testing.T) {
 // "other", checks it succeeded and its model was uploaded, and returns
 // its output.
 func runProbeJob(t *testing.T, runAs *local.RunAs) string {
+	return runProbeJobFiles(t, runAs, nil)
+}
+
+// runProbeJobFiles is runProbeJob with more files in the source directory.
+func runProbeJobFiles(t *testing.T, runAs *local.RunAs, files map[string]string) string {
 	ctx := context.Background()
 	base := t.TempDir()
 	// t.TempDir's parent is 0700; the job must be able to reach the data
@@ -145,7 +165,7 @@ func runProbeJob(t *testing.T, runAs *local.RunAs) string {
 		RunAs:             runAs,
 		Logger:            slog.New(slog.DiscardHandler)})
 
-	other := probeJob(t, store, dataDir, "other", nil)
+	other := probeJob(t, store, dataDir, "other", nil, nil)
 	if err := drv.Prepare(ctx, other); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +175,7 @@ func runProbeJob(t *testing.T, runAs *local.RunAs) string {
 		// the object store's 0444 does not stop root.
 		env["PROBE_CHANNEL_WRITE"] = "1"
 	}
-	job := probeJob(t, store, dataDir, "probe", env)
+	job := probeJob(t, store, dataDir, "probe", env, files)
 	if err := drv.Prepare(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +230,14 @@ func runProbeJob(t *testing.T, runAs *local.RunAs) string {
 	return out
 }
 
-func probeJob(t *testing.T, store *objectstore.Store, dataDir, name string, env map[string]string) *driver.Job {
+func probeJob(t *testing.T, store *objectstore.Store, dataDir, name string, env, files map[string]string) *driver.Job {
 	ctx := context.Background()
 	dir := t.TempDir()
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "train.py"), []byte(probeScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
