@@ -95,7 +95,7 @@ func TestRunAs(t *testing.T) {
 		// A source directory that is a package is pip-installed as the
 		// job's uid, into an environment the job can then run from.
 		out := runProbeJobFiles(t, &local.RunAs{UID: 61300, Count: 2}, map[string]string{
-			"setup.py": "from setuptools import setup\nsetup(name='probe', version='1.0', py_modules=['probemod'])\n",
+			"setup.py":    "from setuptools import setup\nsetup(name='probe', version='1.0', py_modules=['probemod'])\n",
 			"probemod.py": "X = 1\n",
 		})
 		if !strings.Contains(out, "metadb denied\n") || !strings.Contains(out, "uid 6130") || !strings.Contains(out, "venv owner 6130") {
