@@ -48,6 +48,8 @@ type serverOptions struct {
 	allowLocalPaths []string
 	keepWorkspaces  time.Duration
 	keepFailed      time.Duration
+	runAs           string
+	runAsUIDs       string
 	capacity        capacityOptions
 }
 
@@ -83,6 +85,8 @@ to --region and the service addressed. --tls-cert and --tls-key serve HTTPS.`,
 	f.StringArrayVar(&o.allowLocalPaths, "allow-local-paths", nil, "directory of this machine that jobs may name with file:// (repeatable); by default a loopback server allows any path and any other allows none")
 	f.DurationVar(&o.keepWorkspaces, "keep-workspaces", 0, "how long a finished job's workspace stays on disk after its artifacts are uploaded (0: removed at once)")
 	f.DurationVar(&o.keepFailed, "keep-failed-workspaces", 0, "the same for failed and stopped jobs, for debugging")
+	f.StringVar(&o.runAs, "run-as", "", "run training jobs as this user (name or uid), so they cannot read the data directory; the server must run as root")
+	f.StringVar(&o.runAsUIDs, "run-as-uids", "", "run each training job as its own uid from FIRST-LAST (need not exist in /etc/passwd), so jobs cannot read each other's workspaces either; the server must run as root")
 	o.capacity.flags(f)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
@@ -164,6 +168,10 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		}
 		tlsCert = &c
 	}
+	runAs, err := parseRunAs(o.runAs, o.runAsUIDs, os.Geteuid())
+	if err != nil {
+		return err
+	}
 	dataDir := o.dataDir
 	if dataDir == "" {
 		dataDir = defaultDataDir(e.getenv)
@@ -201,6 +209,14 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		return fmt.Errorf("open log store: %w", err)
 	}
 	defer logs.Close()
+
+	if runAs != nil {
+		// After every store has created its files: close them to the jobs.
+		if err := local.RestrictDataDir(dataDir); err != nil {
+			return err
+		}
+		logger.Info("training jobs run as another user", "uid", runAs.UID, "gid", runAs.GID, "uids", runAs.Count)
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -249,6 +265,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		LocalPaths:           localPathPolicy(o.addr, o.allowLocalPaths),
 		KeepWorkspaces:       o.keepWorkspaces,
 		KeepFailedWorkspaces: o.keepFailed,
+		RunAs:                runAs,
 		Logger:               logger,
 	})
 	drv.Sweep()

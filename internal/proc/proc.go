@@ -64,6 +64,13 @@ type Spec struct {
 	// TailLines is how many lines of an attached process's stderr Tail
 	// keeps (default 50).
 	TailLines int
+
+	// Credential, if set, is the user and group the command runs as (no
+	// supplementary groups unless Groups says so). Only the command: the
+	// supervisor keeps this process's identity, so it can still signal
+	// the subtree and write its state files, which the command cannot
+	// touch. Setting another user needs root.
+	Credential *syscall.Credential
 }
 
 // Result is how a process ended.
@@ -286,6 +293,7 @@ func startDirect(s Spec) (*Handle, error) {
 	cmd := exec.Command(s.Path, s.Args...)
 	cmd.Dir, cmd.Env = s.Dir, s.Env
 	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr.Credential = s.Credential
 	// Wait returns at most this long after the process exits even when a
 	// grandchild still holds its stdout or stderr.
 	cmd.WaitDelay = 2 * time.Second
@@ -328,6 +336,7 @@ func startDirect(s Spec) (*Handle, error) {
 func startSupervised(ctx context.Context, s Spec) (*Handle, error) {
 	h := &Handle{done: make(chan struct{})}
 	args := append(append([]string{}, s.Supervisor[1:]...), "--attached", "--parent", strconv.Itoa(os.Getpid()))
+	args = append(args, credentialArgs(s.Credential)...)
 	for _, p := range s.RemoveOnParentDeath {
 		args = append(args, "--remove-on-parent-death", p)
 	}

@@ -19,7 +19,7 @@ import (
 
 // SupervisorUsage is the supervisor's command line, after the subcommand
 // that runs it (`sagebox exec-shim`).
-const SupervisorUsage = "--dir STATE_DIR --run ID -- COMMAND [ARG...]  |  --attached --parent PID [--remove-on-parent-death PATH]... -- COMMAND [ARG...]"
+const SupervisorUsage = "--dir STATE_DIR --run ID [--uid UID --gid GID] -- COMMAND [ARG...]  |  --attached --parent PID [--remove-on-parent-death PATH]... [--uid UID --gid GID] -- COMMAND [ARG...]"
 
 // exitRecord is exit.json, and the "exit" line of the attached status
 // pipe.
@@ -52,11 +52,25 @@ type supervisorArgs struct {
 	attached bool
 	parent   int
 	remove   []string // attached: removed after a parent-death kill
+	cred     *syscall.Credential
 	argv     []string
+}
+
+// credentialArgs passes Spec.Credential to the supervisor.
+func credentialArgs(c *syscall.Credential) []string {
+	if c == nil {
+		return nil
+	}
+	out := []string{"--uid", strconv.FormatUint(uint64(c.Uid), 10), "--gid", strconv.FormatUint(uint64(c.Gid), 10)}
+	for _, g := range c.Groups {
+		out = append(out, "--group", strconv.FormatUint(uint64(g), 10))
+	}
+	return out
 }
 
 func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 	var a supervisorArgs
+	uidSet, gidSet := false, false
 	for i := 0; i < len(args); i++ {
 		switch arg := args[i]; {
 		case arg == "--dir" && i+1 < len(args):
@@ -79,6 +93,25 @@ func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 		case arg == "--remove-on-parent-death" && i+1 < len(args):
 			a.remove = append(a.remove, args[i+1])
 			i++
+		case (arg == "--uid" || arg == "--gid" || arg == "--group") && i+1 < len(args):
+			n, err := strconv.ParseUint(args[i+1], 10, 32)
+			if err != nil {
+				return a, fmt.Errorf("%s: %w", arg, err)
+			}
+			if a.cred == nil {
+				a.cred = &syscall.Credential{}
+			}
+			switch arg {
+			case "--uid":
+				a.cred.Uid = uint32(n)
+				uidSet = true
+			case "--gid":
+				a.cred.Gid = uint32(n)
+				gidSet = true
+			default:
+				a.cred.Groups = append(a.cred.Groups, uint32(n))
+			}
+			i++
 		case arg == "--":
 			a.argv = args[i+1:]
 			i = len(args)
@@ -93,6 +126,8 @@ func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 		return a, errors.New("--remove-on-parent-death needs --attached")
 	case !a.attached && a.dir == "":
 		return a, errors.New("--dir is required")
+	case a.cred != nil && (!uidSet || !gidSet):
+		return a, errors.New("--uid and --gid go together")
 	case len(a.argv) == 0:
 		return a, errors.New("no command after --")
 	}
@@ -209,6 +244,7 @@ func (s *supervisor) run(ctx context.Context) int {
 	cmd := exec.Command(a.argv[0], a.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, stdout, stderr
 	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr.Credential = a.cred
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "sagebox: cannot start %s: %v\n", a.argv[0], err)
 		code := 127

@@ -3,10 +3,12 @@ package toolkit
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/sagebox/sagebox"
@@ -41,8 +43,19 @@ func AlgorithmError(failureText string) string {
 }
 
 // ReadFailureFile returns the content of output/failure, if there is one.
+// Only a regular file counts: sagebox reads it with its own privileges, so
+// a symlink the script planted there (to a file the script itself cannot
+// read) is not followed.
 func ReadFailureFile(ws Workspace) (string, bool) {
-	b, err := os.ReadFile(ws.FailureFile())
+	f, err := os.OpenFile(ws.FailureFile(), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", false
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return "", false
 	}
@@ -57,8 +70,10 @@ func WriteFailureFile(ws Workspace, text string) (string, error) {
 	}
 	f, err := os.OpenFile(ws.FailureFile(), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		own, _ := ReadFailureFile(ws)
-		return own, nil
+		if own, ok := ReadFailureFile(ws); ok {
+			return own, nil
+		}
+		return text, nil // not a regular file: left alone, not followed
 	}
 	if err != nil {
 		return text, fmt.Errorf("write failure file: %w", err)

@@ -2,6 +2,7 @@ package toolkit
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,20 @@ func TestFailureFile(t *testing.T) {
 	os.WriteFile(ws.FailureFile(), []byte("the script's own words"), 0o644)
 	if text, _ := WriteFailureFile(ws, "generated again"); text != "the script's own words" {
 		t.Errorf("a failure file the script wrote must win, got %q", text)
+	}
+	// A symlink planted as output/failure is not followed: sagebox reads it
+	// with more privileges than the script (run-as) has.
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("root's secret"), 0o600)
+	os.Remove(ws.FailureFile())
+	if err := os.Symlink(secret, ws.FailureFile()); err != nil {
+		t.Fatal(err)
+	}
+	if text, err := WriteFailureFile(ws, "generated"); text != "generated" || err != nil {
+		t.Errorf("through a symlink: %q, %v; want sagebox's own text", text, err)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "root's secret" {
+		t.Errorf("the symlink's target was written: %q", b)
 	}
 	long := strings.Repeat("é", 2000)
 	r := AlgorithmError(long)

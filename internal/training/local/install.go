@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/sagebox/sagebox/internal/toolkit"
 )
@@ -20,13 +21,15 @@ import (
 // build runs without isolation, so a package without dependencies installs
 // offline. pip and the package's setup run with env (pipEnv). It returns
 // the environment's interpreter.
-func installPackage(ctx context.Context, python, code, venv string, env []string, out io.Writer) (string, error) {
+// With cred, pip and the setup run as that user (venv's parent is its).
+func installPackage(ctx context.Context, python, code, venv string, env []string, cred *syscall.Credential, out io.Writer) (string, error) {
 	if err := os.RemoveAll(venv); err != nil {
 		return "", fmt.Errorf("clear %s: %w", venv, err)
 	}
 	run := func(dir, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		var tail bytes.Buffer
 		w := io.MultiWriter(out, &tail)
 		cmd.Stdout, cmd.Stderr = w, w
@@ -43,6 +46,7 @@ func installPackage(ctx context.Context, python, code, venv string, env []string
 	args := []string{"-m", "pip", "install", "--no-input"}
 	probe := exec.CommandContext(ctx, vpy, "-c", "import setuptools")
 	probe.Env = env
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if probe.Run() == nil {
 		args = append(args, "--no-build-isolation")
 	}

@@ -86,6 +86,10 @@ type Config struct {
 	// after its artifacts are uploaded; 0 removes them at once.
 	// KeepFailedWorkspaces is the same for failed jobs, kept for debugging.
 	KeepWorkspaces, KeepFailedWorkspaces time.Duration
+	// RunAs, if set, runs jobs (and their pip installs for a package
+	// entry point) as an unprivileged user; the server must run as root
+	// and should call RestrictDataDir. Nil runs them as the server's user.
+	RunAs *RunAs
 	// Environ is the environment jobs inherit (filtered by
 	// toolkit.BaseEnv). Nil means os.Environ().
 	Environ []string
@@ -103,6 +107,8 @@ type Driver struct {
 
 	mu   sync.Mutex
 	jobs map[string]*jobState
+
+	uidMu sync.Mutex // held while a job's uid is chosen and its workspaces chowned
 
 	probeOnce sync.Once
 	torchVer  string
@@ -273,6 +279,9 @@ func (d *Driver) Prepare(ctx context.Context, job *driver.Job) error {
 		if err := h.Workspace.Create(names); err != nil {
 			return err
 		}
+		if err := d.closeWorkspace(job, h.Workspace.Root); err != nil {
+			return err
+		}
 		if err := os.MkdirAll(hostStateDir(job, i), 0o755); err != nil {
 			return fmt.Errorf("create state dir: %w", err)
 		}
@@ -307,7 +316,10 @@ func (d *Driver) Prepare(ctx context.Context, job *driver.Job) error {
 	if err != nil {
 		return err
 	}
-	return ck.Download(ctx)
+	if err := ck.Download(ctx); err != nil {
+		return err
+	}
+	return d.prepareRunAs(job)
 }
 
 // StagingChannel is a toolkit channel as staging takes it.
@@ -396,6 +408,10 @@ func (d *Driver) Install(ctx context.Context, job *driver.Job) error {
 	}
 	all := job.AllHosts()
 	cache := filepath.Join(d.cfg.DataDir, "cache", "requirements")
+	cred, err := d.credential(job)
+	if err != nil {
+		return err
+	}
 	switch {
 	case kind == toolkit.EntryPackage:
 		cmd := []string{"python", "-m", "pip", "install", "."}
@@ -403,7 +419,11 @@ func (d *Driver) Install(ctx context.Context, job *driver.Job) error {
 			cmd = append(cmd, "-r", "requirements.txt")
 		}
 		job.Note(all, "installing the source directory as a package: "+toolkit.ShellJoin(cmd))
-		venv, err := installPackage(ctx, python, code, filepath.Join(job.StateDir, "venv"), d.pipEnv(job), out)
+		dir, err := d.packageDir(job, cred)
+		if err != nil {
+			return fmt.Errorf("create the package's environment directory: %w", err)
+		}
+		venv, err := installPackage(ctx, python, code, dir, d.pipEnv(job, cred), cred, out)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -414,7 +434,7 @@ func (d *Driver) Install(ctx context.Context, job *driver.Job) error {
 	case kind == toolkit.EntryProgram && exists(req):
 		cmd := []string{"python", "-m", "pip", "install", "-r", "requirements.txt"}
 		job.Note(all, "installing requirements.txt")
-		venv, err := pyruntime.InstallRequirements(ctx, python, req, cache, d.pipEnv(job), out)
+		venv, err := pyruntime.InstallRequirements(ctx, python, req, cache, d.pipEnv(job, nil), out)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -447,9 +467,15 @@ func (d *Driver) environ() []string {
 // get: the job's own inherited base (not the server's AWS credentials or
 // SAGEBOX_* settings) and the job's Environment, as in the SageMaker
 // container, where pip runs in the job's environment.
-func (d *Driver) pipEnv(job *driver.Job) []string {
+//
+// With cred (RunAs), HOME is the first host's workspace, which that user
+// owns.
+func (d *Driver) pipEnv(job *driver.Job, cred *syscall.Credential) []string {
 	env := toolkit.BaseEnv(d.environ())
 	extra := map[string]string{}
+	if cred != nil {
+		extra["HOME"] = job.Hosts[0].Workspace.Root
+	}
 	for k, v := range job.Spec.Environment {
 		extra[k] = v
 	}
@@ -497,7 +523,18 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	}
 	h := job.Hosts[host]
 	dir := hostStateDir(job, host)
-	argv, passive, err := job.Spec.Command(st.kind, st.python, h, st.port, dir)
+	cred, err := d.credential(job)
+	if err != nil {
+		return nil, err
+	}
+	// What the job itself writes (torchrun's logs, nss_wrapper's hosts
+	// file) goes to the state directory, or with RunAs, where the state
+	// directory is root's alone, to the workspace.
+	userDir := dir
+	if cred != nil {
+		userDir = h.Workspace.Root
+	}
+	argv, passive, err := job.Spec.Command(st.kind, st.python, h, st.port, userDir)
 	if err != nil {
 		return nil, err
 	}
@@ -515,7 +552,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	}
 	hostsFile := ""
 	if st.nssWrapper != "" {
-		if hostsFile, err = toolkit.WriteHostsFile(dir, job.Spec.Hosts); err != nil {
+		if hostsFile, err = toolkit.WriteHostsFile(userDir, job.Spec.Hosts); err != nil {
 			return nil, fmt.Errorf("write hosts file: %w", err)
 		}
 	}
@@ -527,7 +564,11 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	if d.cfg.JobCredentials != nil {
 		pe.AccessKeyID, pe.SecretKey = d.cfg.JobCredentials(job.Spec.Name)
 	}
-	env := toolkit.EnvironList(job.Spec.Env(h, cf, pe))
+	em := job.Spec.Env(h, cf, pe)
+	if cred != nil {
+		em["HOME"] = h.Workspace.Root // the user may have no home, or another's
+	}
+	env := toolkit.EnvironList(em)
 	if len(d.cfg.ShimCommand) == 0 {
 		return nil, errors.New("no shim command configured")
 	}
@@ -536,7 +577,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	}
 	p, err := proc.Start(ctx, proc.Spec{
 		Path: argv[0], Args: argv[1:], Dir: h.Workspace.CodeDir(), Env: env,
-		Detach: true, StateDir: dir, Supervisor: d.cfg.ShimCommand,
+		Detach: true, StateDir: dir, Supervisor: d.cfg.ShimCommand, Credential: cred,
 	})
 	if err != nil {
 		return nil, err
