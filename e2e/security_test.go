@@ -358,6 +358,20 @@ func TestStalledUploadsAreDropped(t *testing.T) {
 	}
 	pid := s.cmd.Process.Pid
 	tmp := filepath.Join(s.dataDir, "s3", "tmp")
+	// Warm up what a burst of uploads opens for good (the stores' pools of
+	// SQLite connections), so the count below measures only what stalled
+	// uploads hold.
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := aws.String(fmt.Sprintf("warm%d", i))
+			s.s3().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("bkt"), Key: key, Body: strings.NewReader("w")})
+			s.s3().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("bkt"), Key: key})
+		}()
+	}
+	wg.Wait()
 	fdsBefore := countFDs(t, pid)
 
 	// A steady trickle: one byte every idle/2, 3 idle periods in all.
