@@ -28,6 +28,13 @@ PING with a PONG, until the front end closes the connection (exit 0).
   machines a system call costs a Python worker far more than the call
   itself (bench/README.md, round 5). The front end reads the page when the
   worker dies or runs long, to tell which request was running.
+* Recycling: when a handler raised MemoryError (its request is answered
+  507, saying so), or LOAD's ``max_rss`` is set and the peak RSS
+  (getrusage, one system call per INFER, only then) passed it, the worker
+  writes a recycle request into the progress page (offset 16) before the
+  answer, then takes no more requests and waits for the front end to close
+  the connection; the front end requeues what it had sent after it and
+  starts a fresh worker. Without a progress page the worker exits instead.
 * CPU threads: when neither ``OMP_NUM_THREADS`` nor ``MKL_NUM_THREADS`` is
   set and the model server runs more than one worker (LOAD field ``workers``,
   else ``SAGEMAKER_MODEL_SERVER_WORKERS``), each worker uses
