@@ -16,12 +16,17 @@ import (
 // (set by the handler itself), so a request ends in MemoryError; "grow"
 // touches 700 MB once (peak RSS). Every answer is the worker's pid.
 const memoryInference = `
-import os, resource
+import os, resource, time
 HOLD = []
 def model_fn(d): return None
-def input_fn(b, ct): return bytes(b)
+def input_fn(b, ct): return b.encode() if isinstance(b, str) else bytes(b)
 def predict_fn(x, m):
-    if x == b"leak":
+    x = x.strip(b'"')
+    if x == b"busy":
+        time.sleep(0.3)
+    elif x == b"oom":
+        raise MemoryError("no room")
+    elif x == b"leak":
         if not HOLD:
             with open("/proc/self/status") as f:
                 vm = [int(l.split()[1]) for l in f if l.startswith("VmSize:")][0] * 1024
@@ -71,6 +76,30 @@ func TestPythonMemoryErrorRecyclesWorker(t *testing.T) {
 		if r := ts.invoke(t, "ok", "Content-Type", "application/octet-stream"); r.code != 200 || r.body != strconv.Itoa(newPID) {
 			t.Fatalf("after the restart, request %d: %d %s (new pid %d)", i, r.code, r.body, newPID)
 		}
+	}
+}
+
+// With batching off, the requests taken together with the one that ran out
+// of memory: the one before it is answered by the old worker (its answer
+// may be held back with the 507), the one after by the new one, and the
+// worker restarts once.
+func TestPythonPipelinedMemoryErrorRestartsOnce(t *testing.T) {
+	requireTorch(t)
+	ts := startPyServer(t, pyModelDir(t, memoryInference), true, takeSlowTogether)
+	pid := ts.pids()[0]
+	rs := queueBehind(t, ts, `"busy"`, []string{`"a"`, `"oom"`, `"b"`})
+	if rs[0].code != 200 || rs[0].body != strconv.Itoa(pid) {
+		t.Errorf("the request before: %d %s (old pid %d)", rs[0].code, rs[0].body, pid)
+	}
+	if rs[1].code != 507 || !strings.Contains(rs[1].body, "it is being restarted") {
+		t.Errorf("the request that ran out of memory: %d %s", rs[1].code, rs[1].body)
+	}
+	if rs[2].code != 200 || rs[2].body == strconv.Itoa(pid) {
+		t.Errorf("the request after: %d %s (old pid %d)", rs[2].code, rs[2].body, pid)
+	}
+	ts.waitRestarted(t, pid)
+	if w := ts.Health().Workers[0]; w.Restarts != 1 {
+		t.Errorf("worker restarted %d times, want 1", w.Restarts)
 	}
 }
 

@@ -593,7 +593,7 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Rea
 		w.deliver(c, &w.res.Responses[0])
 		clear(w.res.Responses)
 		w.res.Responses = w.res.Responses[:0]
-		if pg.recycle() != 0 {
+		if pg.recycle() != 0 && w.recycleAfter(pg, c, calls[i+1:]) {
 			// The worker takes no more requests: the ones it was sent
 			// after this one go back to the queue, not yet started.
 			s.queue.Requeue(calls[i+1:])
@@ -601,6 +601,14 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Rea
 		}
 	}
 	return nil
+}
+
+// recycleAfter reports whether the worker's recycle request follows the
+// answer to c: the page still names the request whose handlers ran last,
+// and answers held back before it (rest) come out first.
+func (w *worker) recycleAfter(pg *progressPage, c *call, rest []*call) bool {
+	id, _ := pg.read()
+	return id == c.req.ID || callIndex(rest, id) < 0
 }
 
 // recycleError ends the life of a worker that asked to be replaced.
