@@ -55,6 +55,15 @@ does not reset the others. SAGEBOX_PYTHON chooses the interpreter. The batch
 size is at most 1024; an answer may carry up to 4 times the payload limit (6 MB
 by default), and a larger one fails alone with a 500 that says so.
 
+Memory: a worker whose handler raises MemoryError answers that request 507
+(saying it is being restarted) and is replaced at once; while no worker has the
+model loaded, /ping answers 503 with the reason. SAGEBOX_WORKER_MAX_RSS_MB=N
+also replaces a worker, after the request it was running, once its peak RSS
+passed N MiB (off by default). --model-data is unpacked only up to
+SAGEBOX_MODEL_DATA_MAX_MB (default 32768, i.e. 32 GiB) and
+SAGEBOX_MODEL_DATA_MAX_ENTRIES (default 1000000); past either the server
+refuses to start and names the limit.
+
 On a dedicated serving host, SAGEBOX_SCHED_BATCH=true runs the server and its
 workers under Linux's SCHED_BATCH policy: they stop interrupting each other at
 every hand-off of a request (about 1.2x the throughput under load), but no

@@ -3,6 +3,7 @@ package modelserver
 import (
 	"context"
 	"fmt"
+	"github.com/sagebox/sagebox/internal/archive"
 	"strconv"
 	"strings"
 	"time"
@@ -18,9 +19,13 @@ const (
 	DefaultBatchSize      = 1
 	DefaultMaxBatchDelay  = 100 * time.Millisecond
 	DefaultAccept         = "application/json"
-	DefaultMaxPayload     = 6 << 20 // 6291456 bytes, InvokeEndpoint's limit
-	DefaultQueueSize      = 100
-	DefaultShutdownGrace  = 30 * time.Second
+	// DefaultModelDataMaxBytes and DefaultModelDataMaxEntries bound what
+	// a model.tar.gz may unpack to (Config.ModelDataLimits).
+	DefaultModelDataMaxBytes   = 32 << 30
+	DefaultModelDataMaxEntries = 1_000_000
+	DefaultMaxPayload          = 6 << 20 // 6291456 bytes, InvokeEndpoint's limit
+	DefaultQueueSize           = 100
+	DefaultShutdownGrace       = 30 * time.Second
 
 	// MaxBatchSize bounds SAGEMAKER_TS_BATCH_SIZE: a batch's answers travel
 	// in one frame of at most 4 GiB, so each of 1024 may still be ~4 MiB.
@@ -95,6 +100,14 @@ type Config struct {
 	// context.system_properties["server_version"].
 	ServerVersion string
 
+	// WorkerMaxRSS, when positive, recycles a worker whose peak resident
+	// set size passed this many bytes, after it answered the request that
+	// took it there (SAGEBOX_WORKER_MAX_RSS_MB). 0: no limit.
+	WorkerMaxRSS int64
+	// ModelDataLimits bound what ModelData may unpack to
+	// (SAGEBOX_MODEL_DATA_MAX_MB, SAGEBOX_MODEL_DATA_MAX_ENTRIES).
+	ModelDataLimits archive.Limits
+
 	// pipelineQuick overrides the constant of that name (tests that need
 	// slow requests taken together); zero keeps it.
 	pipelineQuick time.Duration
@@ -120,6 +133,7 @@ func DefaultConfig() Config {
 		RestartBackoff:    time.Second,
 		RestartBackoffMax: time.Minute,
 		ServerVersion:     "dev",
+		ModelDataLimits:   archive.Limits{MaxBytes: DefaultModelDataMaxBytes, MaxEntries: DefaultModelDataMaxEntries},
 	}
 }
 
@@ -142,6 +156,9 @@ func DefaultConfig() Config {
 //	SAGEMAKER_MAX_PAYLOAD_IN_MB           payload limit, first set wins (6 MiB)
 //	SAGEBOX_QUEUE_SIZE, TS_JOB_QUEUE_SIZE queue size, first set wins (100)
 //	SAGEBOX_INCLUDE_TRACEBACK             tracebacks in error bodies (false)
+//	SAGEBOX_WORKER_MAX_RSS_MB             recycle a worker past this peak RSS (off)
+//	SAGEBOX_MODEL_DATA_MAX_MB             model.tar.gz unpacked size (32 GiB)
+//	SAGEBOX_MODEL_DATA_MAX_ENTRIES        model.tar.gz entries (1000000)
 //
 // SAGEMAKER_BIND_TO_PORT is read by Port. Bad values are errors that name
 // the variable. Process-wide tuning (GOMAXPROCS, SAGEBOX_SCHED_BATCH) is
@@ -225,6 +242,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.IncludeTraceback = b
 	}
+	mib := func(dst *int64, name string) {
+		if _, v := first(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > 1<<40 {
+				bad(name, v, "must be a positive whole number of MiB")
+				return
+			}
+			*dst = n << 20
+		}
+	}
+	mib(&c.WorkerMaxRSS, "SAGEBOX_WORKER_MAX_RSS_MB")
+	mib(&c.ModelDataLimits.MaxBytes, "SAGEBOX_MODEL_DATA_MAX_MB")
+	posInt(&c.ModelDataLimits.MaxEntries, "SAGEBOX_MODEL_DATA_MAX_ENTRIES")
 	if v := strings.TrimSpace(getenv("SAGEMAKER_MULTI_MODEL")); v != "" {
 		if b, err := parseBool(v); err != nil || b {
 			bad("SAGEMAKER_MULTI_MODEL", v, "multi-model endpoints are not supported by sagebox model-server")
@@ -268,6 +298,12 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.Program == "" {
 		c.Program = d.Program
+	}
+	if c.ModelDataLimits.MaxBytes == 0 {
+		c.ModelDataLimits.MaxBytes = d.ModelDataLimits.MaxBytes
+	}
+	if c.ModelDataLimits.MaxEntries == 0 {
+		c.ModelDataLimits.MaxEntries = d.ModelDataLimits.MaxEntries
 	}
 	if c.StartupTimeout == 0 {
 		c.StartupTimeout = d.StartupTimeout

@@ -47,6 +47,7 @@ func (s *Server) Health() Health {
 	defer s.mu.Unlock()
 	h := Health{Phase: s.phase, Err: s.err}
 	everLoaded, loadedNow := 0, 0
+	why := "" // the first worker's reason for being down
 	for _, w := range s.workers {
 		w.mu.Lock()
 		h.Workers = append(h.Workers, WorkerStatus{
@@ -57,6 +58,8 @@ func (s *Server) Health() Health {
 		}
 		if w.state == WorkerLoaded {
 			loadedNow++
+		} else if why == "" && w.lastErr != "" {
+			why = w.lastErr
 		}
 		if w.loadErr != nil && h.Err == nil {
 			h.Err = w.loadErr
@@ -75,6 +78,9 @@ func (s *Server) Health() Health {
 		h.Message = fmt.Sprintf("loading the model: %d of %d workers loaded", everLoaded, len(s.workers))
 	case loadedNow == 0:
 		h.Message = "no worker has the model loaded (restarting)"
+		if why != "" {
+			h.Message += ": " + why
+		}
 	default:
 		h.Ready = true
 	}

@@ -14,6 +14,8 @@ import (
 //
 //	u64 id of the first request of the INFER being handled
 //	u64 CLOCK_MONOTONIC nanoseconds when its handlers started, 0 once done
+//	u64 recycle request: 0, or why the worker asks to be replaced once the
+//	    answers it wrote are read (recycleOutOfMemory, recycleMaxRSS)
 //
 // little-endian, at offset 0. The worker writes it with two stores per
 // INFER and no system call. It lets the worker hold answers back while
@@ -23,6 +25,23 @@ import (
 type progressPage struct {
 	path string
 	mem  []byte
+}
+
+// Recycle requests (offset 16 of the page). The worker writes one before
+// the answer after which it must be replaced, then stops taking requests.
+const (
+	recycleOutOfMemory = 1 // a handler raised MemoryError
+	recycleMaxRSS      = 2 // its peak RSS passed Config.WorkerMaxRSS
+)
+
+// recycle returns the worker's recycle request, 0 for none (or no page).
+// It is one load from shared memory: the front end checks it after every
+// answer.
+func (p *progressPage) recycle() uint64 {
+	if p == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(p.mem[16:24])
 }
 
 // progressSize is the page's size on disk and in memory.

@@ -205,7 +205,15 @@ func (s *Server) prepare(ctx context.Context) error {
 		}
 		s.extractDir = dir
 		s.logger.Info("extracting model", "model_data", cfg.ModelData, "dir", dir)
-		if err := archive.ExtractFile(ctx, cfg.ModelData, dir); err != nil {
+		if err := archive.ExtractFileLimited(ctx, cfg.ModelData, dir, cfg.ModelDataLimits); err != nil {
+			var le *archive.LimitError
+			if errors.As(err, &le) {
+				limit := fmt.Sprintf("SAGEBOX_MODEL_DATA_MAX_MB=%d", le.Max>>20)
+				if le.What == "entries" {
+					limit = fmt.Sprintf("SAGEBOX_MODEL_DATA_MAX_ENTRIES=%d", le.Max)
+				}
+				return fmt.Errorf("extract %s: %w: the model data limit %s was hit; raise it to serve this model", cfg.ModelData, err, limit)
+			}
 			return fmt.Errorf("extract %s: %w", cfg.ModelData, err)
 		}
 		s.modelDir = dir

@@ -340,6 +340,7 @@ func (w *worker) handshake(ln *net.UnixListener, p *process, pg *progressPage, r
 		DefaultAccept: s.cfg.DefaultAccept,
 		Progress:      progress,
 		MaxAnswer:     s.answerLimit,
+		MaxRSS:        s.cfg.WorkerMaxRSS,
 	})
 	if err == nil {
 		_, err = conn.Write(load)
@@ -397,8 +398,8 @@ func (w *worker) serve(ctx, lifeCtx context.Context, conn *net.UnixConn, br *buf
 		}
 		if s.cfg.BatchSize == 1 && len(calls) > 1 {
 			err = w.pipeline(ctx, conn, br, rd, p, pg, calls)
-		} else {
-			err = w.roundTrip(ctx, conn, rd, p, calls)
+		} else if err = w.roundTrip(ctx, conn, rd, p, calls); err == nil && pg.recycle() != 0 {
+			err = w.recycled(p, pg)
 		}
 		if err != nil {
 			clear(w.calls)
@@ -592,8 +593,47 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Rea
 		w.deliver(c, &w.res.Responses[0])
 		clear(w.res.Responses)
 		w.res.Responses = w.res.Responses[:0]
+		if pg.recycle() != 0 && w.recycleAfter(pg, c, calls[i+1:]) {
+			// The worker takes no more requests: the ones it was sent
+			// after this one go back to the queue, not yet started.
+			s.queue.Requeue(calls[i+1:])
+			return w.recycled(p, pg)
+		}
 	}
 	return nil
+}
+
+// recycleAfter reports whether the worker's recycle request follows the
+// answer to c: the page still names the request whose handlers ran last,
+// and answers held back before it (rest) come out first.
+func (w *worker) recycleAfter(pg *progressPage, c *call, rest []*call) bool {
+	id, _ := pg.read()
+	return id == c.req.ID || callIndex(rest, id) < 0
+}
+
+// recycleError ends the life of a worker that asked to be replaced.
+type recycleError struct {
+	worker, pid int
+	why         string
+}
+
+func (e *recycleError) Error() string {
+	return fmt.Sprintf("worker %d (pid %d) %s; it is being restarted", e.worker, e.pid, e.why)
+}
+
+// recycled describes the recycle request on pg, for run to restart the
+// worker at once (it was loaded, so without backoff).
+func (w *worker) recycled(p *process, pg *progressPage) error {
+	why := "asked to be recycled"
+	switch pg.recycle() {
+	case recycleOutOfMemory:
+		why = "ran out of memory (MemoryError)"
+	case recycleMaxRSS:
+		why = fmt.Sprintf("passed its memory limit of %d MiB peak RSS (SAGEBOX_WORKER_MAX_RSS_MB)", w.srv.cfg.WorkerMaxRSS>>20)
+	}
+	err := &recycleError{worker: w.id, pid: p.pid, why: why}
+	w.logger.Warn("recycling worker", "pid", p.pid, "reason", why)
+	return err
 }
 
 // awaitAnswer waits for the worker's answer to calls[0] to start arriving.

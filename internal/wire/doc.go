@@ -21,10 +21,16 @@
 //
 //	u64 id of the first request of the INFER the worker is handling
 //	u64 CLOCK_MONOTONIC nanoseconds when its handlers started; 0 once done
+//	u64 recycle request: 0, 1 (a handler raised MemoryError) or 2 (peak
+//	    RSS passed LOAD's max_rss)
 //
 // little-endian, at offset 0, written by the worker before and after each
 // INFER's handlers. The front end reads it when the worker dies or an
 // answer is late, to tell which request was running and for how long.
+// A worker writes a recycle request before the RESULT after which it must
+// be replaced, then reads and ignores frames until EOF; the front end
+// checks the word after every RESULT, requeues the INFERs it wrote after
+// that one, and kills the worker.
 //
 // # Framing
 //
@@ -53,7 +59,8 @@
 //	             most bytes of body, content type and header names and
 //	             values one answer may carry; the worker answers a larger
 //	             one with a 500 of its own instead, and cuts error strings
-//	             that would not fit)}
+//	             that would not fit), "max_rss": int (optional: bytes of
+//	             peak RSS past which the worker asks to be recycled)}
 //	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}
 //	             or {"ok": false, "error": {"type": str, "message": str,
 //	             "traceback": str}}. model_fn has run exactly once when ok.

@@ -30,6 +30,9 @@ type Load struct {
 	// content type and headers; error strings are cut to fit); the worker
 	// fails a larger answer alone. 0: no limit given.
 	MaxAnswer int64 `json:"max_answer,omitempty"`
+	// MaxRSS, when positive, asks the worker to ask for its own recycling
+	// (progress page, doc.go) once its peak RSS passed this many bytes.
+	MaxRSS int64 `json:"max_rss,omitempty"`
 }
 
 // Loaded is the payload of LOADED, the worker's answer to LOAD.

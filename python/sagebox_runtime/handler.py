@@ -306,6 +306,9 @@ class Handler:
         self.module = None
         self.mode = None
         self.warnings = []
+        # Set when a handler raised MemoryError: the worker answers the
+        # batch, then asks the front end to replace it (worker.py).
+        self.out_of_memory = False
         self.user = {}  # names of functions the user defined
         self._unstacked_keys = set()  # group keys whose batched pass fell back (warned once)
 
@@ -481,6 +484,11 @@ class Handler:
 
     def _fail(self, i, req, exc, tb=None):
         status = status_of(exc)
+        msg = message_of(exc)
+        if isinstance(exc, MemoryError):
+            # Whatever leaked stays in this process: it is replaced.
+            self.out_of_memory = True
+            msg += " (the worker ran out of memory; it is being restarted, and later requests go to a fresh worker)"
         if tb is None:
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         headers = ()
@@ -494,7 +502,7 @@ class Handler:
             headers,
             b"",
             type(exc).__name__,
-            message_of(exc),
+            msg,
             tb,
         )
 

@@ -28,6 +28,13 @@ PING with a PONG, until the front end closes the connection (exit 0).
   machines a system call costs a Python worker far more than the call
   itself (bench/README.md, round 5). The front end reads the page when the
   worker dies or runs long, to tell which request was running.
+* Recycling: when a handler raised MemoryError (its request is answered
+  507, saying so), or LOAD's ``max_rss`` is set and the peak RSS
+  (getrusage, one system call per INFER, only then) passed it, the worker
+  writes a recycle request into the progress page (offset 16) before the
+  answer, then takes no more requests and waits for the front end to close
+  the connection; the front end requeues what it had sent after it and
+  starts a fresh worker. Without a progress page the worker exits instead.
 * CPU threads: when neither ``OMP_NUM_THREADS`` nor ``MKL_NUM_THREADS`` is
   set and the model server runs more than one worker (LOAD field ``workers``,
   else ``SAGEMAKER_MODEL_SERVER_WORKERS``), each worker uses
@@ -175,6 +182,22 @@ def _load(conn, payload):
 # 0 once they finished. Little-endian, at offset 0.
 _PROGRESS = struct.Struct("<QQ")
 
+# Offset 16 of the progress page: u64 recycle request, written before the
+# answer after which the front end replaces this worker.
+_RECYCLE = struct.Struct("<Q")
+_RECYCLE_OFFSET = 16
+_RECYCLE_OUT_OF_MEMORY = 1
+_RECYCLE_MAX_RSS = 2
+_PAGE_SIZE = 24
+
+
+def _peak_rss():
+    """This process's peak resident set size in bytes (one system call)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 # Answers are held back only while they come this quickly, and none longer
 # than this plus the time of one more request.
 _HOLD_NS = 1_000_000
@@ -188,7 +211,7 @@ def _open_progress(path):
     try:
         fd = os.open(path, os.O_RDWR)
         try:
-            return mmap.mmap(fd, _PROGRESS.size)
+            return mmap.mmap(fd, _PAGE_SIZE)
         finally:
             os.close(fd)
     except (OSError, ValueError) as e:
@@ -256,6 +279,7 @@ def serve(conn):
     max_answer = 0  # LOAD's limit on one answer's bytes; 0: none given
     pending = []  # parts of RESULT frames held back, in order
     held_since = 0  # perf_counter_ns when the first of them was ready
+    max_rss = 0  # LOAD's peak RSS limit in bytes; 0: none
     try:
         while True:
             mtype, payload = recv()
@@ -274,10 +298,32 @@ def serve(conn):
                 if max_answer:
                     _fit_answers(results, max_answer)
                 t1 = perf()
+                recycle = 0
+                if handler.out_of_memory:
+                    recycle = _RECYCLE_OUT_OF_MEMORY
+                elif max_rss and _peak_rss() > max_rss:
+                    recycle = _RECYCLE_MAX_RSS
                 if progress is None:
                     conn.send_result(t1 - t0, results)
+                    if recycle:
+                        log.error("worker must be recycled (reason %d) but has no progress page; exiting", recycle)
+                        return 3
                     continue
                 _PROGRESS.pack_into(progress, 0, rid, 0)
+                if recycle:
+                    # Ask to be replaced, answer, and take no more requests:
+                    # the front end requeues the ones sent after this batch
+                    # and kills this process.
+                    _RECYCLE.pack_into(progress, _RECYCLE_OFFSET, recycle)
+                    log.warning("asking to be recycled (reason %d: %s)", recycle,
+                                "MemoryError" if recycle == _RECYCLE_OUT_OF_MEMORY else "peak RSS over the limit")
+                    pending.extend(wire.result_frame_parts(t1 - t0, results))
+                    conn.send_parts(pending)
+                    pending.clear()
+                    while recv()[0] is not None:
+                        pass
+                    return 0
+
                 if not pending:
                     held_since = t1
                 pending.extend(wire.result_frame_parts(t1 - t0, results))
@@ -297,6 +343,7 @@ def serve(conn):
                 if handler is not None:
                     progress = _open_progress(handler.cfg.extra.get("progress"))
                     max_answer = int(handler.cfg.extra.get("max_answer") or 0)
+                    max_rss = int(handler.cfg.extra.get("max_rss") or 0)
             elif mtype is None:
                 log.debug("front end closed the connection")
                 return 0
