@@ -1,7 +1,6 @@
 package modelserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,9 +14,6 @@ import (
 // stderrLines is how many lines of a worker's stderr are kept for error
 // messages.
 const stderrLines = 50
-
-// maxLogLine is the longest worker output line logged in one piece.
-const maxLogLine = 64 << 10
 
 // process is one running worker process, run by internal/proc in a
 // process group of its own.
@@ -99,49 +95,4 @@ func (p *process) exitDescription() string {
 		return fmt.Sprintf("%s (%s)", r, syscall.Signal(r.ExitCode-128))
 	}
 	return r.String()
-}
-
-// linePump is an io.Writer that logs each complete line it is given.
-type linePump struct {
-	logger *slog.Logger
-	stream string
-	pid    atomic.Int64 // set after start; lines may arrive before
-	buf    []byte
-}
-
-func (l *linePump) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			l.buf = append(l.buf, p...)
-			if len(l.buf) >= maxLogLine {
-				l.emit(l.buf)
-				l.buf = l.buf[:0]
-			}
-			break
-		}
-		if len(l.buf) > 0 {
-			l.buf = append(l.buf, p[:i]...)
-			l.emit(l.buf)
-			l.buf = l.buf[:0]
-		} else {
-			l.emit(p[:i])
-		}
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-func (l *linePump) flush() {
-	if len(l.buf) > 0 {
-		l.emit(l.buf)
-		l.buf = l.buf[:0]
-	}
-}
-
-func (l *linePump) emit(line []byte) {
-	s := string(bytes.TrimRight(line, "\r"))
-	l.logger.LogAttrs(context.Background(), slog.LevelInfo, s,
-		slog.Int64("pid", l.pid.Load()), slog.String("stream", l.stream))
 }

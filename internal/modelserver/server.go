@@ -31,6 +31,7 @@ import (
 
 	"github.com/sagebox/sagebox/internal/archive"
 	"github.com/sagebox/sagebox/internal/batch"
+	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/pyruntime"
 )
 
@@ -247,9 +248,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	req := filepath.Join(s.modelDir, "code", "requirements.txt")
 	if _, err := os.Stat(req); err == nil {
 		s.logger.Info("installing requirements", "file", req)
-		out := &linePump{logger: s.logger, stream: "pip"}
+		out := proc.NewLineWriter("pip", func(stream string, line []byte) {
+			s.logger.Info(string(line), "stream", stream)
+		})
 		py, err := pyruntime.InstallRequirements(ctx, s.python, req, filepath.Join(cacheDir, "venvs"), cfg.Env, out)
-		out.flush()
+		out.Flush()
 		if err != nil {
 			return fmt.Errorf("install %s: %w", req, err)
 		}
