@@ -590,10 +590,11 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Rea
 		s.metrics.handlerTime.Observe(float64(w.res.HandlerNanos) / 1e9)
 		w.observeHandler(w.res.HandlerNanos)
 		prev = now
+		id := c.req.ID // c belongs to its caller again once delivered
 		w.deliver(c, &w.res.Responses[0])
 		clear(w.res.Responses)
 		w.res.Responses = w.res.Responses[:0]
-		if pg.recycle() != 0 && w.recycleAfter(pg, c, calls[i+1:]) {
+		if pg.recycle() != 0 && w.recycleAfter(pg, id, calls[i+1:]) {
 			// The worker takes no more requests: the ones it was sent
 			// after this one go back to the queue, not yet started.
 			s.queue.Requeue(calls[i+1:])
@@ -604,11 +605,11 @@ func (w *worker) pipeline(ctx context.Context, conn *net.UnixConn, br *bufio.Rea
 }
 
 // recycleAfter reports whether the worker's recycle request follows the
-// answer to c: the page still names the request whose handlers ran last,
-// and answers held back before it (rest) come out first.
-func (w *worker) recycleAfter(pg *progressPage, c *call, rest []*call) bool {
+// answer to request answered: the page still names the request whose
+// handlers ran last, and answers held back before it (rest) come out first.
+func (w *worker) recycleAfter(pg *progressPage, answered uint64, rest []*call) bool {
 	id, _ := pg.read()
-	return id == c.req.ID || callIndex(rest, id) < 0
+	return id == answered || callIndex(rest, id) < 0
 }
 
 // recycleError ends the life of a worker that asked to be replaced.
