@@ -27,22 +27,21 @@ import (
 
 // trainOptions are the flags of `sagebox train`.
 type trainOptions struct {
-	endpoint       string
-	sourceDir      string
-	name           string
-	bucket         string
-	data           []string
-	hyperparams    []string
-	envVars        []string
-	instanceCount  int
-	distribution   string
-	processesPer   int
-	maxRun         int
-	metrics        []string
-	checkpointS3   string
-	noWait         bool
-	jsonOut        bool
-	requirementsOK bool
+	endpoint      string
+	sourceDir     string
+	name          string
+	bucket        string
+	data          []string
+	hyperparams   []string
+	envVars       []string
+	instanceCount int
+	distribution  string
+	processesPer  int
+	maxRun        int
+	metrics       []string
+	checkpointS3  string
+	noWait        bool
+	jsonOut       bool
 
 	frameworkVersion string
 	pyVersion        string

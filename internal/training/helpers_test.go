@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -488,13 +490,6 @@ func newTestJob(name string, hps map[string]string, opts ...func(*sagebox.Traini
 	return j
 }
 
-func jobWithHPs(hps map[string]string) *sagebox.TrainingJob {
-	if _, ok := hps["sagemaker_program"]; !ok {
-		hps["sagemaker_program"] = `"train.py"`
-	}
-	return newTestJob("hp-job", hps)
-}
-
 func withChannel(name, uri, dist string) func(*sagebox.TrainingJob) {
 	return func(j *sagebox.TrainingJob) {
 		j.InputDataConfig = append(j.InputDataConfig, sagebox.Channel{
@@ -600,4 +595,9 @@ func (e *fakeEnv) stop(name string) {
 	if err := e.runner.Stop(context.Background(), name); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }

@@ -82,7 +82,7 @@ func (r *Runner) markStopping(ctx context.Context, job, reason, message string) 
 // finalize sets the terminal status with its times.
 func (r *Runner) finalize(ctx context.Context, job string, o outcome, mutate func(*sagebox.TrainingJob)) (*sagebox.TrainingJob, error) {
 	return r.jobs.UpdateTrainingJob(ctx, job, func(j *sagebox.TrainingJob) error {
-		err := j.End(sagebox.Outcome{Status: o.Status, Secondary: o.Secondary, Message: o.Message, FailureReason: o.FailureReason}, r.now())
+		err := j.End(o.Outcome, r.now())
 		if err != nil {
 			return err
 		}
@@ -96,21 +96,18 @@ func (r *Runner) finalize(ctx context.Context, job string, o outcome, mutate fun
 // outcome is how a job ended, decided before uploading and persisted so
 // that a restart during the upload finishes it the same way.
 type outcome struct {
-	Status        string `json:"status"`
-	Secondary     string `json:"secondary"`
-	Message       string `json:"message"`
-	FailureReason string `json:"failure_reason,omitempty"`
+	sagebox.Outcome
 	// Launched says whether any process ran (only then are artifacts
 	// uploaded).
 	Launched bool `json:"launched"`
 }
 
 func failedOutcome(reason string, launched bool) outcome {
-	return outcome{Status: sagebox.StatusFailed, Secondary: sagebox.SecondaryFailed, Message: msgFailed, FailureReason: reason, Launched: launched}
+	return outcome{Outcome: sagebox.Outcome{Status: sagebox.StatusFailed, Secondary: sagebox.SecondaryFailed, Message: msgFailed, FailureReason: reason}, Launched: launched}
 }
 
 func stoppedOutcome(secondary string, launched bool, maxRuntime time.Duration) outcome {
-	o := outcome{Status: sagebox.StatusStopped, Secondary: secondary, Message: msgStopped, Launched: launched}
+	o := outcome{Outcome: sagebox.Outcome{Status: sagebox.StatusStopped, Secondary: secondary, Message: msgStopped}, Launched: launched}
 	if secondary == sagebox.SecondaryMaxRuntimeExceeded {
 		o.Message = "Training job stopped: it exceeded MaxRuntimeInSeconds (" + maxRuntime.String() + ")"
 	}

@@ -100,16 +100,6 @@ func (e *fakeEnv) waitHostLine(job string, host int, line string) {
 	}
 }
 
-func countLine(lines []string, line string) int {
-	n := 0
-	for _, l := range lines {
-		if l == line {
-			n++
-		}
-	}
-	return n
-}
-
 // waitEnd waits until job has ended and its runner is done with it
 // (Release comes after the terminal status).
 func (e *fakeEnv) waitEnd(name string, timeout time.Duration) *sagebox.TrainingJob {

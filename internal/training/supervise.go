@@ -100,7 +100,7 @@ func (jr *jobRun) supervise(ctx context.Context) (o outcome, ok bool) {
 	if h := jr.firstFailure(); h != nil {
 		return failedOutcome(h.failure, true), true
 	}
-	return outcome{Status: sagebox.StatusCompleted, Secondary: sagebox.SecondaryCompleted, Message: msgCompleted, Launched: true}, true
+	return outcome{Outcome: sagebox.Outcome{Status: sagebox.StatusCompleted, Secondary: sagebox.SecondaryCompleted, Message: msgCompleted}, Launched: true}, true
 }
 
 // pollHost reads h's new output and notices its end.
