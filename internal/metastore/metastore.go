@@ -1,7 +1,8 @@
 // Package metastore keeps sagebox's metadata in SQLite (<data-dir>/meta.db):
 // training jobs and the metric time series matched in their logs, the tags
-// of every taggable resource (keyed by ARN, tags.go), and later models,
-// endpoint configs and endpoints.
+// of every taggable resource (keyed by ARN, tags.go), and models, endpoint
+// configs and endpoints (hosting.go: one generic table layout for the three
+// kinds, each its own name space).
 //
 // Each job is stored whole, as the JSON of sagebox.TrainingJob, next to the
 // columns that ListTrainingJobs filters and sorts on (name, status,
