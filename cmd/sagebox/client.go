@@ -75,8 +75,8 @@ func newClients(e *env, endpoint string) (*clients, error) {
 		endpoint: endpoint,
 		sm:       sagemaker.NewFromConfig(cfg),
 		// InvokeEndpoint is not retried: a retry would run the model again.
-		rt: sagemakerruntime.NewFromConfig(cfg, func(o *sagemakerruntime.Options) { o.RetryMaxAttempts = 1 }),
-		logs:     cloudwatchlogs.NewFromConfig(cfg),
+		rt:   sagemakerruntime.NewFromConfig(cfg, func(o *sagemakerruntime.Options) { o.RetryMaxAttempts = 1 }),
+		logs: cloudwatchlogs.NewFromConfig(cfg),
 		s3: s3.NewFromConfig(cfg, func(o *s3.Options) {
 			o.UsePathStyle = true
 			// Plain HTTP to loopback: checksums only where S3 requires them.
