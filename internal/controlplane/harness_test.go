@@ -82,10 +82,14 @@ type fakeHosting struct {
 	mu          sync.Mutex
 	autoPromote bool
 	ReserveErr  error
-	reserved    []*sagebox.Deployment
-	released    int
-	deployed    []string
-	deleted     []string
+	DeployErr   error
+	// OnReserve runs inside Reserve (outside the lock), e.g. to simulate a
+	// concurrent request.
+	OnReserve func()
+	reserved  []*sagebox.Deployment
+	released  int
+	deployed  []string
+	deleted   []string
 }
 
 var _ controlplane.Hosting = (*fakeHosting)(nil)
@@ -97,6 +101,12 @@ func (f *fakeHosting) set(fn func(*fakeHosting)) {
 }
 
 func (f *fakeHosting) Reserve(_ context.Context, _ string, dep *sagebox.Deployment) (func(), error) {
+	f.mu.Lock()
+	hook := f.OnReserve
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ReserveErr != nil {
@@ -116,8 +126,11 @@ func (f *fakeHosting) Reserve(_ context.Context, _ string, dep *sagebox.Deployme
 func (f *fakeHosting) Deploy(ctx context.Context, endpoint string) error {
 	f.mu.Lock()
 	f.deployed = append(f.deployed, endpoint)
-	promote := f.autoPromote
+	promote, deployErr := f.autoPromote, f.DeployErr
 	f.mu.Unlock()
+	if deployErr != nil {
+		return deployErr
+	}
 	if promote {
 		return f.promote(ctx, endpoint)
 	}
