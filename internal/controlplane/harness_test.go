@@ -81,8 +81,10 @@ type fakeHosting struct {
 
 	mu          sync.Mutex
 	autoPromote bool
-	ReserveErr  error
-	DeployErr   error
+	// promoteAfter, when set, promotes that long after Deploy returned.
+	promoteAfter time.Duration
+	ReserveErr   error
+	DeployErr    error
 	// OnReserve runs inside Reserve (outside the lock), e.g. to simulate a
 	// concurrent request.
 	OnReserve func()
@@ -126,10 +128,15 @@ func (f *fakeHosting) Reserve(_ context.Context, _ string, dep *sagebox.Deployme
 func (f *fakeHosting) Deploy(ctx context.Context, endpoint string) error {
 	f.mu.Lock()
 	f.deployed = append(f.deployed, endpoint)
-	promote, deployErr := f.autoPromote, f.DeployErr
+	promote, deployErr, after := f.autoPromote, f.DeployErr, f.promoteAfter
 	f.mu.Unlock()
 	if deployErr != nil {
 		return deployErr
+	}
+	if after > 0 {
+		// The test may be over by then; the error is of no interest.
+		time.AfterFunc(after, func() { _ = f.promote(context.Background(), endpoint) })
+		return nil
 	}
 	if promote {
 		return f.promote(ctx, endpoint)
