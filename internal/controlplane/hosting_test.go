@@ -819,3 +819,28 @@ func TestNoHosting(t *testing.T) {
 	}
 	bare.ok(t, "SageMaker.ListEndpoints", map[string]any{})
 }
+
+// TestUpdateRefusedForCapacity: an UpdateEndpoint that hosting cannot
+// reserve capacity for is refused with hosting's ResourceLimitExceeded and
+// leaves the endpoint InService on what it serves.
+func TestUpdateRefusedForCapacity(t *testing.T) {
+	e := newEnv(t)
+	e.deployed(t, "busy", true)
+	e.ok(t, "SageMaker.CreateEndpointConfig", map[string]any{"EndpointConfigName": "bigger", "ProductionVariants": []any{
+		map[string]any{"VariantName": "AllTraffic", "ModelName": "busy", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 8},
+	}})
+	e.hosting.set(func(f *fakeHosting) {
+		f.ReserveErr = sagebox.Errorf(sagebox.ErrResourceLimit, "8 instances of 1 slot do not fit the machine's 4 slots.")
+	})
+	e.fails(t, "SageMaker.UpdateEndpoint", map[string]any{"EndpointName": "busy", "EndpointConfigName": "bigger"}, "ResourceLimitExceeded",
+		"8 instances of 1 slot do not fit the machine's 4 slots.", true)
+	e.fails(t, "SageMaker.UpdateEndpointWeightsAndCapacities", map[string]any{"EndpointName": "busy",
+		"DesiredWeightsAndCapacities": []any{map[string]any{"VariantName": "AllTraffic", "DesiredInstanceCount": 8}}}, "ResourceLimitExceeded", "do not fit", false)
+	stored, err := e.jobs.Endpoint(t.Context(), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.EndpointStatus != sagebox.EndpointInService || stored.Internal.Pending != nil || stored.Internal.Current.Generation != 1 || stored.EndpointConfigName != "busy" {
+		t.Errorf("after refused updates: %s, pending %+v, current %+v", stored.EndpointStatus, stored.Internal.Pending, stored.Internal.Current)
+	}
+}
