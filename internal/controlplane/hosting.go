@@ -34,11 +34,12 @@ const (
 	kindEndpoint       = "endpoint"
 )
 
-// nouns name each kind in SageMaker's messages.
-var nouns = map[string]string{
-	kindModel:          "model",
-	kindEndpointConfig: "endpoint configuration",
-	kindEndpoint:       "endpoint",
+// noun names a kind in SageMaker's messages.
+func noun(kind string) string {
+	if kind == kindEndpointConfig {
+		return "endpoint configuration"
+	}
+	return kind
 }
 
 // errNotFound is SageMaker's answer for a missing model, endpoint
@@ -46,14 +47,14 @@ var nouns = map[string]string{
 // The SageMaker SDK matches "Could not find" with the code
 // ValidationException to tell that a resource is absent.
 func (h *Handler) errNotFound(kind, name string) error {
-	return sagebox.Errorf(sagebox.ErrValidation, "Could not find %s %q.", nouns[kind], h.arn(kind, name))
+	return sagebox.Errorf(sagebox.ErrValidation, "Could not find %s %q.", noun(kind), h.arn(kind, name))
 }
 
 // errExists is SageMaker's answer for a Create of a name already taken:
 // `Cannot create already existing model "arn:…:model/x".`. The SageMaker
 // SDK ignores it (with a warning) for CreateModel.
 func (h *Handler) errExists(kind, name string) error {
-	return sagebox.Errorf(sagebox.ErrValidation, "Cannot create already existing %s %q.", nouns[kind], h.arn(kind, name))
+	return sagebox.Errorf(sagebox.ErrValidation, "Cannot create already existing %s %q.", noun(kind), h.arn(kind, name))
 }
 
 // errNoHosting answers the endpoint operations that need hosting when the
