@@ -293,3 +293,18 @@ def test_corrupted_payloads_fail_only_as_protocol_errors():
             if decode is wire.decode_infer:
                 for r in out:  # lazily decoded headers must decode too
                     r.headers
+
+
+def test_infer_with_original_round_trip():
+    big = os.urandom(70000)
+    reqs = [
+        wire.Request(1, "application/json", "", [("A", "1")], b"[1]", ("text/csv", "text/csv", b"1,2")),
+        wire.Request(2, "", "", [], big, ("", "", big)),
+    ]
+    payload = wire.encode_infer(reqs)
+    assert wire.decode_infer(payload, True) == reqs
+    assert wire.decode_infer(memoryview(bytearray(payload)), True) == reqs
+    with pytest.raises(wire.ProtocolError):
+        wire.decode_infer(payload)  # the trailer is not expected: trailing bytes
+    with pytest.raises(wire.Truncated):
+        wire.decode_infer(payload[:-1], True)
