@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // MaxContainers is the most containers a model may have (CreateModel's
@@ -206,6 +208,11 @@ func NewGroup(mode string, hosts []string, cfgs []Config, logger *slog.Logger) (
 			}
 			return float64(n)
 		}, maxBatch)
+	regs := make([]*prometheus.Registry, len(g.servers))
+	for i, s := range g.servers {
+		regs[i] = s.metrics.reg
+	}
+	g.metrics.gatherer = groupGatherer(g.metrics.reg, hosts, regs)
 	return g, nil
 }
 
@@ -240,7 +247,9 @@ func (g *Group) HTTPServer(errorLog *log.Logger) *HTTPServer {
 
 // MetricsHandler returns the Prometheus handler for the model's metrics:
 // a single model's own; for several containers, the invocations of the
-// whole model with queue depth and loaded workers summed over them.
+// whole model with queue depth and loaded workers summed over them, and
+// the queue, worker, handler, batch and restart metrics of each container
+// labelled container="<hostname>".
 func (g *Group) MetricsHandler() http.Handler { return g.metrics.handler() }
 
 // Start starts every container's server in order; the first failure is

@@ -242,6 +242,20 @@ func TestPythonSerialPipeline(t *testing.T) {
 	if !h.Ready || len(h.Containers) != 2 || h.Containers[1].Hostname != "combine" || len(h.Workers) != 2 || h.Workers[1].Container != "combine" {
 		t.Fatalf("health %+v", h)
 	}
+
+	// Metrics: the model's invocations, and each container's batches.
+	r = g.do(t, "GET", pathMetrics, "")
+	for _, want := range []string{
+		`sagebox_model_requests_total{code="200"} 3`,
+		`sagebox_model_requests_total{code="500"} 2`,
+		`sagebox_model_workers_loaded 2`,
+		`sagebox_model_batch_size_sum{container="combine"} 4`, // the batch of 3, then -1,1 alone
+		`sagebox_model_batch_size_count{container="featurize"} 5`,
+	} {
+		if !strings.Contains(r.body, want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, r.body)
+		}
+	}
 }
 
 // A container whose model_fn raises keeps the model from being ready, and
