@@ -151,6 +151,10 @@ func TestModelServerBadContainersFile(t *testing.T) {
 		{"bad hostname", write("host.json", `{"containers": [`+c("a_b")+`]}`), nil, `hostname "a_b"`},
 		{"bad env", write("env.json", `{"containers": [{"hostname": "a", "model_dir": "/m", "env": {"SAGEMAKER_TS_BATCH_SIZE": "lots"}}]}`), nil,
 			`container a: invalid model server configuration: SAGEMAKER_TS_BATCH_SIZE="lots"`},
+		{"model_dir not a directory", write("gone.json", `{"containers": [`+c("a")+`, {"hostname": "b", "model_dir": "/nonexistent/b"}]}`), nil,
+			"container b: model directory /nonexistent/b: not a directory"},
+		{"submit directory not a directory", write("submit.json", `{"containers": [{"hostname": "a", "model_dir": "`+dir+`", "env": {"SAGEMAKER_SUBMIT_DIRECTORY": "/nonexistent/src"}}]}`), nil,
+			"SAGEMAKER_SUBMIT_DIRECTORY=/nonexistent/src: not a directory"},
 		{"with --model-dir", write("ok.json", `{"containers": [`+c("a")+`]}`), []string{"--model-dir", dir}, "give --containers or --model-dir/--model-data, not both"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
