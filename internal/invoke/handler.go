@@ -1,0 +1,550 @@
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults, SageMaker's.
+const (
+	// DefaultMaxPayload is InvokeEndpoint's body limit: 6 MB.
+	DefaultMaxPayload = 6 << 20
+	// DefaultTimeout is how long an instance has to answer.
+	DefaultTimeout = 60 * time.Second
+)
+
+// The InvokeEndpoint request and response headers.
+const (
+	HeaderCustomAttributes = "X-Amzn-Sagemaker-Custom-Attributes"
+	HeaderTargetVariant    = "X-Amzn-Sagemaker-Target-Variant"
+	HeaderTargetContainer  = "X-Amzn-Sagemaker-Target-Container-Hostname"
+	HeaderInferenceID      = "X-Amzn-Sagemaker-Inference-Id"
+	HeaderTargetModel      = "X-Amzn-Sagemaker-Target-Model"
+	HeaderInvokedVariant   = "X-Amzn-Invoked-Production-Variant"
+)
+
+// dialBackoff is how many instances a request may try to connect to
+// before it is answered ServiceUnavailable; the waits between rounds let
+// hosting publish the route that replaces a dead instance.
+var dialBackoff = []time.Duration{0, 0, 10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
+
+// Config configures a Handler.
+type Config struct {
+	Region    string
+	AccountID string
+	// MaxPayload is the largest request body accepted; DefaultMaxPayload
+	// when 0.
+	MaxPayload int64
+	// Registerer receives the endpoint metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// Timeout is how long an instance has to start answering;
+	// DefaultTimeout when 0.
+	Timeout time.Duration
+	// Now is the clock for latencies; time.Now when nil.
+	Now func() time.Time
+}
+
+// Handler serves InvokeEndpoint: POST /endpoints/{name}/invocations,
+// forwarded to an instance of the endpoint's route in Table.
+type Handler struct {
+	cfg       Config
+	table     *Table
+	transport *http.Transport
+	client    *http.Client
+	metrics   *metrics
+	logger    *slog.Logger
+	bufs      sync.Pool // *bytes.Buffer for instance answers
+}
+
+// NewHandler returns the InvokeEndpoint handler over t. It fails only when
+// the metrics cannot be registered (registered twice).
+func NewHandler(t *Table, cfg Config) (*Handler, error) {
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register endpoint metrics: %w", err)
+	}
+	tr := newTransport(cfg.Timeout)
+	h := &Handler{
+		cfg:       cfg,
+		table:     t,
+		transport: tr,
+		client:    &http.Client{Transport: tr, CheckRedirect: noRedirects},
+		metrics:   m,
+		logger:    cfg.Logger.With("system", "invoke"),
+	}
+	h.bufs.New = func() any { return new(bytes.Buffer) }
+	return h, nil
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// Close drops the idle connections to instances.
+func (h *Handler) Close() { h.transport.CloseIdleConnections() }
+
+// request is one invocation's parsed headers.
+type request struct {
+	endpoint        string
+	contentType     string
+	accept          string
+	customAttrs     string
+	hasCustomAttrs  bool
+	targetVariant   string
+	targetContainer string
+	inferenceID     string
+}
+
+// ServeHTTP answers one InvokeEndpoint.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := h.cfg.Now()
+	requestID := uuid.NewString()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSONError(w, requestID, http.StatusMethodNotAllowed, "MethodNotAllowedException",
+			errorBody{Type: "MethodNotAllowedException", Message: "InvokeEndpoint is POST /endpoints/<name>/invocations"})
+		return
+	}
+	name, ok := EndpointName(r.URL.Path)
+	if !ok {
+		writeJSONError(w, requestID, http.StatusNotFound, "UnknownOperationException",
+			errorBody{Type: "UnknownOperationException", Message: "no sagemaker-runtime operation at " + r.URL.Path + "; InvokeEndpoint is POST /endpoints/<name>/invocations"})
+		return
+	}
+	req, apiErr := parseRequest(name, r.Header)
+	if apiErr != nil {
+		h.refuse(w, r, requestID, apiErr)
+		return
+	}
+	_, rt := h.table.lookup(name)
+	if apiErr = h.checkRoute(req, rt); apiErr != nil {
+		h.refuse(w, r, requestID, apiErr)
+		return
+	}
+	body, apiErr := h.readBody(r)
+	if apiErr != nil {
+		h.refuse(w, r, requestID, apiErr)
+		// The rest of an oversized body is not read: close the connection
+		// rather than drain it.
+		return
+	}
+	h.forward(w, r, requestID, req, body, start)
+}
+
+// EndpointName returns the endpoint named by an InvokeEndpoint path,
+// /endpoints/<name>/invocations, and whether p is one.
+func EndpointName(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, "/endpoints/")
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, "/invocations")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", false
+	}
+	return name, true
+}
+
+// refuse answers a request sagebox turns down before any instance sees it.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, requestID string, e *apiError) {
+	h.logger.Info("invocation refused", "request_id", requestID, "path", r.URL.Path, "code", e.code, "message", e.msg)
+	h.writeAPIError(w, requestID, e)
+}
+
+// checkRoute says why rt cannot take req, or nil.
+func (h *Handler) checkRoute(req *request, rt *route) *apiError {
+	if rt == nil {
+		return validationf("Endpoint %s of account %s not found.", req.endpoint, h.cfg.AccountID)
+	}
+	if !rt.serving() {
+		status := rt.status
+		if status == "" {
+			status = "not InService"
+		}
+		return validationf("Endpoint %s of account %s is %s and serves no requests yet; wait until it is InService (DescribeEndpoint shows its status, FailureReason says why it failed).",
+			rt.name, h.cfg.AccountID, status)
+	}
+	switch rt.mode {
+	case "Direct":
+		if req.targetContainer == "" {
+			return validationf("Endpoint %s is a multi-container endpoint in Direct mode: name the container with TargetContainerHostname (one of %s).",
+				rt.name, strings.Join(rt.containers, ", "))
+		}
+		found := false
+		for _, c := range rt.containers {
+			if c == req.targetContainer {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return validationf("Container hostname %s not found in endpoint %s; its containers are %s.",
+				req.targetContainer, rt.name, strings.Join(rt.containers, ", "))
+		}
+	default:
+		if req.targetContainer != "" {
+			what := "a single-container endpoint"
+			if rt.mode == "Serial" {
+				what = "a serial inference pipeline"
+			}
+			return validationf("TargetContainerHostname is only for multi-container endpoints in Direct mode; endpoint %s is %s.", rt.name, what)
+		}
+	}
+	if req.targetVariant != "" {
+		v := rt.variant(req.targetVariant)
+		if v == nil {
+			return validationf("The variant %s was not found for endpoint %s; its variants are %s.",
+				req.targetVariant, rt.name, variantNames(rt))
+		}
+		if len(v.instances) == 0 {
+			return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+				msg: fmt.Sprintf("Variant %s of endpoint %s has no instance serving; retry once it has.", v.name, rt.name)}
+		}
+	} else if len(rt.weighted) == 0 {
+		return validationf("Endpoint %s has no variant with a weight above 0 to send traffic to; set a weight with UpdateEndpointWeightsAndCapacities or name a variant with TargetVariant.", rt.name)
+	}
+	return nil
+}
+
+func variantNames(rt *route) string {
+	var s []string
+	for _, v := range rt.variants {
+		s = append(s, v.name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// readBody reads the payload, never more than the limit (and one byte).
+func (h *Handler) readBody(r *http.Request) ([]byte, *apiError) {
+	max := h.cfg.MaxPayload
+	tooLarge := func() *apiError {
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: CodeTooLarge,
+			msg: fmt.Sprintf("The request body exceeds InvokeEndpoint's limit of %d bytes; send a smaller payload (batch transform takes larger ones).", max)}
+	}
+	if r.ContentLength > max {
+		return nil, tooLarge()
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	var buf []byte
+	if r.ContentLength >= 0 {
+		// Exactly the declared length; net/http ends the body there.
+		buf = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, &apiError{status: http.StatusBadRequest, code: CodeValidation, msg: "cannot read the request body: " + err.Error()}
+		}
+		return buf, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, &apiError{status: http.StatusBadRequest, code: CodeValidation, msg: "cannot read the request body: " + err.Error()}
+	}
+	if int64(len(b)) > max {
+		return nil, tooLarge()
+	}
+	return b, nil
+}
+
+// forward sends the request to an instance and writes its answer.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, requestID string, req *request, body []byte, start time.Time) {
+	var tried []string // instances whose dial failed
+	for attempt := 0; ; attempt++ {
+		snap, rt := h.table.lookup(req.endpoint)
+		if apiErr := h.checkRoute(req, rt); apiErr != nil {
+			// The route changed under a retry (deleted, or the variant gone).
+			h.refuse(w, r, requestID, apiErr)
+			return
+		}
+		v, in := h.pick(snap, rt, req, tried)
+		if in == nil {
+			if attempt+1 >= len(dialBackoff) {
+				h.unavailable(w, r, requestID, rt, v, tried)
+				return
+			}
+			// Every instance of the variant refused: wait for hosting to
+			// publish their replacements, then try them all again.
+			if !sleepCtx(r.Context(), dialBackoff[attempt+1]) {
+				return
+			}
+			tried = tried[:0]
+			continue
+		}
+		done := h.roundTrip(w, r, requestID, req, rt, v, in, body, start)
+		in.n.n.Add(-1)
+		if done {
+			return
+		}
+		tried = append(tried, in.id)
+		if attempt+1 >= len(dialBackoff) {
+			h.unavailable(w, r, requestID, rt, v, tried)
+			return
+		}
+		if !sleepCtx(r.Context(), dialBackoff[attempt+1]) {
+			return
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pick chooses the variant (the target, or by weight) and its least
+// loaded instance not in tried, counted as outstanding. If the table
+// changed meanwhile and no longer names the instance, the count is given
+// back and the pick made again on the new snapshot: so once hosting's Set
+// has returned, every request that can still reach a removed instance is
+// in its Outstanding count.
+func (h *Handler) pick(snap *snapshot, rt *route, req *request, tried []string) (*variant, *instance) {
+	for {
+		var v *variant
+		if req.targetVariant != "" {
+			v = rt.variant(req.targetVariant)
+		} else {
+			v = rt.pickVariant(rand.Float64())
+		}
+		if v == nil {
+			return nil, nil
+		}
+		in := pickExcept(v, tried)
+		if in == nil {
+			return v, nil
+		}
+		now, nrt := h.table.lookup(req.endpoint)
+		if now == snap || (nrt != nil && nrt.has(in.id)) {
+			return v, in
+		}
+		in.n.n.Add(-1)
+		if nrt == nil || h.checkRoute(req, nrt) != nil {
+			// Gone or changed beyond use: the caller's check answers.
+			return v, nil
+		}
+		snap, rt = now, nrt
+	}
+}
+
+// pickExcept is pickInstance over the instances not in tried.
+func pickExcept(v *variant, tried []string) *instance {
+	if len(tried) == 0 {
+		return v.pickInstance(rand.IntN(len(v.instances)))
+	}
+	left := make([]*instance, 0, len(v.instances))
+	for _, in := range v.instances {
+		skip := false
+		for _, id := range tried {
+			if in.id == id {
+				skip = true
+				break
+			}
+		}
+		if !skip {
+			left = append(left, in)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	sub := &variant{name: v.name, instances: left}
+	return sub.pickInstance(rand.IntN(len(left)))
+}
+
+// unavailable answers when no instance accepted a connection: nothing
+// reached a model, so a client's retry is safe (botocore retries 503).
+func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, requestID string, rt *route, v *variant, tried []string) {
+	vn := ""
+	if v != nil {
+		vn = v.name
+	}
+	h.logger.Warn("no instance accepted the invocation", "request_id", requestID, "endpoint", rt.name, "variant", vn, "tried", tried)
+	h.writeAPIError(w, requestID, &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+		msg: fmt.Sprintf("No instance of variant %s of endpoint %s accepted the request (it was not run); retry shortly.", vn, rt.name)})
+}
+
+// roundTrip sends the request to in and writes the answer. done is false
+// only when the connection could not be made (nothing was sent, nothing
+// written to w): the caller may try another instance. A request that was
+// sent is never sent again.
+func (h *Handler) roundTrip(w http.ResponseWriter, r *http.Request, requestID string, req *request, rt *route, v *variant, in *instance, body []byte, start time.Time) (done bool) {
+	out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, in.url, bytes.NewReader(body))
+	if err != nil {
+		h.writeAPIError(w, requestID, &apiError{status: http.StatusInternalServerError, code: CodeInternal, msg: "build the instance request: " + err.Error()})
+		return true
+	}
+	out.Host = "localhost"
+	oh := out.Header
+	if req.contentType != "" {
+		oh["Content-Type"] = []string{req.contentType}
+	}
+	if req.accept != "" {
+		oh["Accept"] = []string{req.accept}
+	}
+	if req.hasCustomAttrs {
+		oh[HeaderCustomAttributes] = []string{req.customAttrs}
+	}
+	if req.targetVariant != "" {
+		oh[HeaderTargetVariant] = []string{req.targetVariant}
+	}
+	if req.targetContainer != "" {
+		oh[HeaderTargetContainer] = []string{req.targetContainer}
+	}
+	if req.inferenceID != "" {
+		oh[HeaderInferenceID] = []string{req.inferenceID}
+	}
+	oh["X-Amzn-Requestid"] = []string{requestID}
+	if len(body) == 0 {
+		out.Body = http.NoBody
+		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	}
+
+	vm := h.metrics.variant(rt.name, v.name)
+	sent := h.cfg.Now()
+	resp, err := h.client.Do(out)
+	if err != nil {
+		if isDialError(err) {
+			h.logger.Info("instance refused the connection; trying another", "request_id", requestID, "endpoint", rt.name,
+				"variant", v.name, "instance", in.id, "error", err)
+			return false
+		}
+		vm.invocations.Inc()
+		if r.Context().Err() != nil {
+			// The client hung up; nobody reads an answer.
+			h.logger.Info("client went away during the invocation", "request_id", requestID, "endpoint", rt.name, "instance", in.id)
+			return true
+		}
+		model := h.cfg.Now().Sub(sent)
+		vm.modelErrors.Inc()
+		vm.model.Observe(model.Seconds())
+		h.writeModelFailure(w, requestID, rt, v, in, req, err)
+		vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+		return true
+	}
+	vm.invocations.Inc()
+	buf := h.bufs.Get().(*bytes.Buffer)
+	defer h.putBuf(buf)
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength))
+	}
+	_, rerr := buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	model := h.cfg.Now().Sub(sent)
+	vm.model.Observe(model.Seconds())
+	if rerr != nil {
+		if r.Context().Err() != nil {
+			return true
+		}
+		vm.modelErrors.Inc()
+		h.writeModelFailure(w, requestID, rt, v, in, req, fmt.Errorf("read the answer: %w", rerr))
+		vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+		return true
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		vm.modelErrors.Inc()
+		if resp.StatusCode >= 500 {
+			vm.errors5xx.Inc()
+		} else if resp.StatusCode >= 400 {
+			vm.errors4xx.Inc()
+		}
+		container := resp.Header.Get(HeaderContainer)
+		if container == "" {
+			container = defaultContainer(rt, req)
+		}
+		msg := strings.TrimRight(buf.String(), "\r\n")
+		h.logger.Info("model error", "request_id", requestID, "endpoint", rt.name, "variant", v.name, "instance", in.id,
+			"container", container, "status", resp.StatusCode)
+		writeJSONError(w, requestID, http.StatusFailedDependency, CodeModel, h.modelError(rt.name, container, resp.StatusCode, msg))
+		vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+		return true
+	}
+	wh := w.Header()
+	if ct, ok := resp.Header["Content-Type"]; ok && len(ct) > 0 {
+		wh["Content-Type"] = ct[:1]
+	} else {
+		// Nothing to sniff: the client's SDK supplies its default.
+		wh["Content-Type"] = nil
+	}
+	if ca, ok := resp.Header[HeaderCustomAttributes]; ok && len(ca) > 0 {
+		wh[HeaderCustomAttributes] = ca[:1]
+	}
+	wh[HeaderInvokedVariant] = []string{v.name}
+	wh["X-Amzn-Requestid"] = []string{requestID}
+	wh["Content-Length"] = []string{itoa(buf.Len())}
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
+	vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+	return true
+}
+
+// defaultContainer names the container in a ModelError when the instance
+// did not: the targeted one in Direct mode, else "primary".
+func defaultContainer(rt *route, req *request) string {
+	if req.targetContainer != "" {
+		return req.targetContainer
+	}
+	return containerPrimary
+}
+
+// writeModelFailure answers an invocation whose instance gave no answer
+// after the request was sent: a timeout, or a connection that broke (the
+// instance crashed). It is a ModelError, as SageMaker answers a timeout
+// ("Received server error (0) ..."), never a 5xx: botocore retries 5xx,
+// and the request reached the model, so a retry would run predict_fn
+// again.
+func (h *Handler) writeModelFailure(w http.ResponseWriter, requestID string, rt *route, v *variant, in *instance, req *request, err error) {
+	container := defaultContainer(rt, req)
+	var msg string
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		msg = fmt.Sprintf("Your invocation timed out while waiting for a response from container %s (limit %s). Review the model latency metrics, resolve the issue, and try again.", container, h.cfg.Timeout)
+	} else {
+		msg = fmt.Sprintf("The instance closed the connection before answering (%v); it may have crashed. Check the endpoint's logs.", err)
+	}
+	h.logger.Warn("instance failed during an invocation", "request_id", requestID, "endpoint", rt.name, "variant", v.name,
+		"instance", in.id, "error", err)
+	writeJSONError(w, requestID, http.StatusFailedDependency, CodeModel, h.modelError(rt.name, container, 0, msg))
+}
+
+// maxPooledBuf bounds the answer buffers kept for reuse.
+const maxPooledBuf = 1 << 20
+
+func (h *Handler) putBuf(b *bytes.Buffer) {
+	if b.Cap() > maxPooledBuf {
+		return
+	}
+	b.Reset()
+	h.bufs.Put(b)
+}
