@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 func TestHeadersForwardedAndAnswered(t *testing.T) {

@@ -201,7 +201,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-
 // counter reads a counter of the stack's registry (0 when absent).
 func (s *stack) counter(t testing.TB, name, endpoint, variant string) float64 {
 	t.Helper()
