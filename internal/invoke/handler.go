@@ -1,21 +1,19 @@
 package invoke
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 )
 
 // Defaults, SageMaker's.
@@ -61,13 +59,11 @@ type Config struct {
 // Handler serves InvokeEndpoint: POST /endpoints/{name}/invocations,
 // forwarded to an instance of the endpoint's route in Table.
 type Handler struct {
-	cfg       Config
-	table     *Table
-	transport *http.Transport
-	client    *http.Client
-	metrics   *metrics
-	logger    *slog.Logger
-	bufs      sync.Pool // *bytes.Buffer for instance answers
+	cfg     Config
+	table   *Table
+	client  *fasthttp.Client
+	metrics *metrics
+	logger  *slog.Logger
 }
 
 // NewHandler returns the InvokeEndpoint handler over t. It fails only when
@@ -89,23 +85,18 @@ func NewHandler(t *Table, cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register endpoint metrics: %w", err)
 	}
-	tr := newTransport(cfg.Timeout)
 	h := &Handler{
-		cfg:       cfg,
-		table:     t,
-		transport: tr,
-		client:    &http.Client{Transport: tr, CheckRedirect: noRedirects},
-		metrics:   m,
-		logger:    cfg.Logger.With("system", "invoke"),
+		cfg:     cfg,
+		table:   t,
+		client:  newClient(cfg.Timeout),
+		metrics: m,
+		logger:  cfg.Logger.With("system", "invoke"),
 	}
-	h.bufs.New = func() any { return new(bytes.Buffer) }
 	return h, nil
 }
 
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
 // Close drops the idle connections to instances.
-func (h *Handler) Close() { h.transport.CloseIdleConnections() }
+func (h *Handler) Close() { h.client.CloseIdleConnections() }
 
 // request is one invocation's parsed headers.
 type request struct {
@@ -400,112 +391,89 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, requestID 
 // written to w): the caller may try another instance. A request that was
 // sent is never sent again.
 func (h *Handler) roundTrip(w http.ResponseWriter, r *http.Request, requestID string, req *request, rt *route, v *variant, in *instance, body []byte, start time.Time) (done bool) {
-	out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, in.url, bytes.NewReader(body))
-	if err != nil {
-		h.writeAPIError(w, requestID, &apiError{status: http.StatusInternalServerError, code: CodeInternal, msg: "build the instance request: " + err.Error()})
-		return true
-	}
-	out.Host = "localhost"
-	oh := out.Header
+	out := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(out)
+	defer fasthttp.ReleaseResponse(resp)
+	out.SetRequestURI(in.url)
+	oh := &out.Header
+	oh.SetMethod(http.MethodPost)
+	oh.SetHost("localhost")
+	// Exactly the client's headers: no default Content-Type added.
+	oh.SetNoDefaultContentType(true)
 	if req.contentType != "" {
-		oh["Content-Type"] = []string{req.contentType}
+		oh.SetContentType(req.contentType)
 	}
 	if req.accept != "" {
-		oh["Accept"] = []string{req.accept}
+		oh.Set("Accept", req.accept)
 	}
 	if req.hasCustomAttrs {
-		oh[HeaderCustomAttributes] = []string{req.customAttrs}
+		oh.Set(HeaderCustomAttributes, req.customAttrs)
 	}
 	if req.targetVariant != "" {
-		oh[HeaderTargetVariant] = []string{req.targetVariant}
+		oh.Set(HeaderTargetVariant, req.targetVariant)
 	}
 	if req.targetContainer != "" {
-		oh[HeaderTargetContainer] = []string{req.targetContainer}
+		oh.Set(HeaderTargetContainer, req.targetContainer)
 	}
 	if req.inferenceID != "" {
-		oh[HeaderInferenceID] = []string{req.inferenceID}
+		oh.Set(HeaderInferenceID, req.inferenceID)
 	}
-	oh["X-Amzn-Requestid"] = []string{requestID}
-	if len(body) == 0 {
-		out.Body = http.NoBody
-		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
-	}
+	oh.Set("X-Amzn-Requestid", requestID)
+	out.SetBodyRaw(body)
+	resp.Header.SetNoDefaultContentType(true)
 
 	vm := h.metrics.variant(rt.name, v.name)
 	sent := h.cfg.Now()
-	resp, err := h.client.Do(out)
-	if err != nil {
-		if isDialError(err) {
-			h.logger.Info("instance refused the connection; trying another", "request_id", requestID, "endpoint", rt.name,
-				"variant", v.name, "instance", in.id, "error", err)
-			return false
-		}
-		vm.invocations.Inc()
-		if r.Context().Err() != nil {
-			// The client hung up; nobody reads an answer.
-			h.logger.Info("client went away during the invocation", "request_id", requestID, "endpoint", rt.name, "instance", in.id)
-			return true
-		}
-		model := h.cfg.Now().Sub(sent)
-		vm.modelErrors.Inc()
-		vm.model.Observe(model.Seconds())
-		h.writeModelFailure(w, requestID, rt, v, in, req, err)
-		vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
-		return true
+	err := h.client.Do(out, resp)
+	if err != nil && isDialError(err) {
+		h.logger.Info("instance refused the connection; trying another", "request_id", requestID, "endpoint", rt.name,
+			"variant", v.name, "instance", in.id, "error", err)
+		return false
 	}
-	vm.invocations.Inc()
-	buf := h.bufs.Get().(*bytes.Buffer)
-	defer h.putBuf(buf)
-	if resp.ContentLength > 0 {
-		buf.Grow(int(resp.ContentLength))
-	}
-	_, rerr := buf.ReadFrom(resp.Body)
-	resp.Body.Close()
 	model := h.cfg.Now().Sub(sent)
+	vm.invocations.Inc()
 	vm.model.Observe(model.Seconds())
-	if rerr != nil {
-		if r.Context().Err() != nil {
-			return true
-		}
+	defer func() { vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds()) }()
+	if err != nil {
 		vm.modelErrors.Inc()
-		h.writeModelFailure(w, requestID, rt, v, in, req, fmt.Errorf("read the answer: %w", rerr))
-		vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+		h.writeModelFailure(w, requestID, rt, v, in, req, err)
 		return true
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	status := resp.StatusCode()
+	if status < 200 || status > 299 {
 		vm.modelErrors.Inc()
-		if resp.StatusCode >= 500 {
+		if status >= 500 {
 			vm.errors5xx.Inc()
-		} else if resp.StatusCode >= 400 {
+		} else if status >= 400 {
 			vm.errors4xx.Inc()
 		}
-		container := resp.Header.Get(HeaderContainer)
+		container := string(resp.Header.Peek(HeaderContainer))
 		if container == "" {
 			container = defaultContainer(rt, req)
 		}
-		msg := strings.TrimRight(buf.String(), "\r\n")
+		msg := strings.TrimRight(string(resp.Body()), "\r\n")
 		h.logger.Info("model error", "request_id", requestID, "endpoint", rt.name, "variant", v.name, "instance", in.id,
-			"container", container, "status", resp.StatusCode)
-		writeJSONError(w, requestID, http.StatusFailedDependency, CodeModel, h.modelError(rt.name, container, resp.StatusCode, msg))
-		vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+			"container", container, "status", status)
+		writeJSONError(w, requestID, http.StatusFailedDependency, CodeModel, h.modelError(rt.name, container, status, msg))
 		return true
 	}
 	wh := w.Header()
-	if ct, ok := resp.Header["Content-Type"]; ok && len(ct) > 0 {
-		wh["Content-Type"] = ct[:1]
+	if ct := resp.Header.ContentType(); len(ct) > 0 {
+		wh["Content-Type"] = []string{string(ct)}
 	} else {
-		// Nothing to sniff: the client's SDK supplies its default.
+		// None, and none sniffed: the client's SDK supplies its default.
 		wh["Content-Type"] = nil
 	}
-	if ca, ok := resp.Header[HeaderCustomAttributes]; ok && len(ca) > 0 {
-		wh[HeaderCustomAttributes] = ca[:1]
+	if ca := resp.Header.Peek(HeaderCustomAttributes); ca != nil {
+		wh[HeaderCustomAttributes] = []string{string(ca)}
 	}
 	wh[HeaderInvokedVariant] = []string{v.name}
 	wh["X-Amzn-Requestid"] = []string{requestID}
-	wh["Content-Length"] = []string{itoa(buf.Len())}
+	b := resp.Body()
+	wh["Content-Length"] = []string{itoa(len(b))}
 	w.WriteHeader(http.StatusOK)
-	w.Write(buf.Bytes())
-	vm.overhead.Observe((h.cfg.Now().Sub(start) - model).Seconds())
+	w.Write(b)
 	return true
 }
 
@@ -527,24 +495,16 @@ func defaultContainer(rt *route, req *request) string {
 func (h *Handler) writeModelFailure(w http.ResponseWriter, requestID string, rt *route, v *variant, in *instance, req *request, err error) {
 	container := defaultContainer(rt, req)
 	var msg string
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	var te interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &te) && te.Timeout():
 		msg = fmt.Sprintf("Your invocation timed out while waiting for a response from container %s (limit %s). Review the model latency metrics, resolve the issue, and try again.", container, h.cfg.Timeout)
-	} else {
-		msg = fmt.Sprintf("The instance closed the connection before answering (%v); it may have crashed. Check the endpoint's logs.", err)
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		msg = fmt.Sprintf("The model's response exceeds %d bytes.", maxResponse)
+	default:
+		msg = "The instance closed the connection before answering; it may have crashed. Check the endpoint's logs."
 	}
 	h.logger.Warn("instance failed during an invocation", "request_id", requestID, "endpoint", rt.name, "variant", v.name,
 		"instance", in.id, "error", err)
 	writeJSONError(w, requestID, http.StatusFailedDependency, CodeModel, h.modelError(rt.name, container, 0, msg))
-}
-
-// maxPooledBuf bounds the answer buffers kept for reuse.
-const maxPooledBuf = 1 << 20
-
-func (h *Handler) putBuf(b *bytes.Buffer) {
-	if b.Cap() > maxPooledBuf {
-		return
-	}
-	b.Reset()
-	h.bufs.Put(b)
 }

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -536,5 +538,43 @@ func TestHostOfRoundTrip(t *testing.T) {
 		if err != nil || got != addr {
 			t.Errorf("%q → %q, %v", addr, got, err)
 		}
+	}
+}
+
+// TestStalePooledConnection: an instance that closed its idle keep-alive
+// connections (it restarted on the same socket) gets the next request on
+// a fresh connection, not a ModelError: nothing was sent on the closed one.
+func TestStalePooledConnection(t *testing.T) {
+	s := newStack(t, Config{})
+	a := newInstance(t, "i", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "A") })
+	s.table.Set("ep", oneVariant("v", a))
+	// Several pooled connections.
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.invoke(t, "ep", []byte("x")) }()
+	}
+	wg.Wait()
+	a.srv.Close()
+	os.Remove(a.sock)
+	ln, err := net.Listen("unix", a.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	b := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "B")
+	})}
+	go b.Serve(ln)
+	defer b.Close()
+	time.Sleep(10 * time.Millisecond) // the FINs arrive
+	for i := 0; i < 6; i++ {
+		if got := s.invoke(t, "ep", []byte("x")); got.status != 200 || string(got.body) != "B" {
+			t.Fatalf("request %d after the restart: %d %s", i, got.status, got.body)
+		}
+	}
+	if hits.Load() != 6 {
+		t.Errorf("new server hits %d", hits.Load())
 	}
 }
