@@ -34,10 +34,22 @@ const (
 	HeaderInvokedVariant   = "X-Amzn-Invoked-Production-Variant"
 )
 
-// dialBackoff is how many instances a request may try to connect to
-// before it is answered ServiceUnavailable; the waits between rounds let
-// hosting publish the route that replaces a dead instance.
-var dialBackoff = []time.Duration{0, 0, 10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
+// dialAttempts is how many connections a request may try before it is
+// answered ServiceUnavailable; dialWait says how long to wait before
+// each, to let hosting publish the route that replaces a dead instance.
+const dialAttempts = 5
+
+func dialWait(attempt int) time.Duration {
+	switch attempt {
+	case 0, 1:
+		return 0
+	case 2:
+		return 10 * time.Millisecond
+	case 3:
+		return 50 * time.Millisecond
+	}
+	return 200 * time.Millisecond
+}
 
 // Config configures a Handler.
 type Config struct {
@@ -273,13 +285,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, requestID stri
 		}
 		v, in := h.pick(snap, rt, req, tried)
 		if in == nil {
-			if attempt+1 >= len(dialBackoff) {
+			if attempt+1 >= dialAttempts {
 				h.unavailable(w, r, requestID, rt, v, tried)
 				return
 			}
 			// Every instance of the variant refused: wait for hosting to
 			// publish their replacements, then try them all again.
-			if !sleepCtx(r.Context(), dialBackoff[attempt+1]) {
+			if !sleepCtx(r.Context(), dialWait(attempt+1)) {
 				return
 			}
 			tried = tried[:0]
@@ -291,11 +303,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, requestID stri
 			return
 		}
 		tried = append(tried, in.id)
-		if attempt+1 >= len(dialBackoff) {
+		if attempt+1 >= dialAttempts {
 			h.unavailable(w, r, requestID, rt, v, tried)
 			return
 		}
-		if !sleepCtx(r.Context(), dialBackoff[attempt+1]) {
+		if !sleepCtx(r.Context(), dialWait(attempt+1)) {
 			return
 		}
 	}
