@@ -134,6 +134,7 @@ func TestBoto3Runtime(t *testing.T) {
 		ServerError clientErr `json:"server_error"`
 		Missing     clientErr
 		BadVariant  clientErr `json:"bad_variant"`
+		TooLarge    clientErr `json:"too_large"`
 	}
 	if err := json.Unmarshal(stdout, &got); err != nil {
 		t.Fatalf("script output %q: %v", stdout, err)
@@ -178,6 +179,9 @@ func TestBoto3Runtime(t *testing.T) {
 	}
 	if b := got.BadVariant; b.Code != "ValidationError" || !strings.Contains(b.Message, "variant Nope was not found") {
 		t.Errorf("bad variant %+v", b)
+	}
+	if tl := got.TooLarge; tl.Code != invoke.CodeTooLarge || tl.Status != 413 || tl.Retries != 0 {
+		t.Errorf("6 MB + 1 byte: %+v", tl)
 	}
 	if n := hits.Load(); n != 3 {
 		t.Errorf("instance hits %d, want 3", n)

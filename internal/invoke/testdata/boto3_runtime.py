@@ -58,4 +58,12 @@ out["client_error"] = error_of(Accept="fail-400")
 out["server_error"] = error_of(Accept="fail-500")
 out["missing"] = error_of(EndpointName="no-such-endpoint")
 out["bad_variant"] = error_of(TargetVariant="Nope")
+try:
+    client.invoke_endpoint(EndpointName=name, Body=b"a" * (6 * 1024 * 1024 + 1))
+    out["too_large"] = None
+except ClientError as e:
+    out["too_large"] = {"code": e.response["Error"]["Code"], "status": e.response["ResponseMetadata"]["HTTPStatusCode"],
+                        "retries": e.response["ResponseMetadata"].get("RetryAttempts")}
+except Exception as e:  # a connection error instead of the answer
+    out["too_large"] = {"code": type(e).__name__, "status": 0, "message": str(e)}
 print(json.dumps(out))
