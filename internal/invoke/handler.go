@@ -76,6 +76,9 @@ type Handler struct {
 	client  *fasthttp.Client
 	metrics *metrics
 	logger  *slog.Logger
+	// beforeCount, when set (tests), runs between reading the table and
+	// counting the picked instance: where hosting's Set may come.
+	beforeCount func()
 }
 
 // NewHandler returns the InvokeEndpoint handler over t. It fails only when
@@ -343,6 +346,9 @@ func (h *Handler) pick(snap *snapshot, rt *route, req *request, tried []string) 
 		}
 		if v == nil {
 			return nil, nil
+		}
+		if h.beforeCount != nil {
+			h.beforeCount()
 		}
 		in := pickExcept(v, tried)
 		if in == nil {

@@ -578,3 +578,79 @@ func TestStalePooledConnection(t *testing.T) {
 		t.Errorf("new server hits %d", hits.Load())
 	}
 }
+
+// TestBlueGreenUnderLoad is hosting's update: publish the new fleet, wait
+// until the old instance's Outstanding reads 0, stop it — again and again
+// under steady load. No request may fail.
+func TestBlueGreenUnderLoad(t *testing.T) {
+	s := newStack(t, Config{})
+	slowish := func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond)
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}
+	cur := newInstance(t, "gen-0", slowish)
+	s.table.Set("ep", oneVariant("v", cur))
+	stop := make(chan struct{})
+	var failures, total atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := s.invoke(t, "ep", []byte("ping"))
+				total.Add(1)
+				if a.status != 200 || string(a.body) != "ping" {
+					failures.Add(1)
+					t.Errorf("status %d: %s", a.status, a.body)
+				}
+			}
+		}()
+	}
+	for gen := 1; gen <= 15; gen++ {
+		time.Sleep(5 * time.Millisecond)
+		next := newInstance(t, fmt.Sprintf("gen-%d", gen), slowish)
+		s.table.Set("ep", oneVariant("v", next))
+		old := cur
+		waitFor(t, "drain of "+old.id, func() bool { return s.table.Outstanding(old.id) == 0 })
+		old.srv.Close()
+		cur = next
+	}
+	close(stop)
+	wg.Wait()
+	if failures.Load() != 0 || total.Load() < 100 {
+		t.Errorf("%d of %d requests failed", failures.Load(), total.Load())
+	}
+}
+
+// TestSetBetweenLookupAndCount: a Set that lands after a request read the
+// table but before it counted its instance, and finds the old instance
+// idle (so hosting stops it), must not see the request go there.
+func TestSetBetweenLookupAndCount(t *testing.T) {
+	s := newStack(t, Config{})
+	old := newInstance(t, "old", nil)
+	nw := newInstance(t, "new", nil)
+	s.table.Set("ep", oneVariant("v", old))
+	var once sync.Once
+	drained := -1
+	s.h.beforeCount = func() {
+		once.Do(func() {
+			s.table.Set("ep", oneVariant("v", nw))
+			drained = s.table.Outstanding("old")
+		})
+	}
+	a := s.invoke(t, "ep", []byte("x"))
+	if drained != 0 {
+		t.Fatalf("Outstanding(old) right after the Set = %d", drained)
+	}
+	if a.status != 200 || old.hits.Load() != 0 || nw.hits.Load() != 1 {
+		t.Errorf("status %d; old got %d, new %d: a request reached an instance hosting had already found drained",
+			a.status, old.hits.Load(), nw.hits.Load())
+	}
+}
