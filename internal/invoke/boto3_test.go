@@ -55,57 +55,8 @@ func TestBoto3Runtime(t *testing.T) {
 	}
 	requireBoto3(t)
 
-	dir, err := os.MkdirTemp("", "inv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hits, failHits atomic.Int64
-	var seen atomic.Pointer[http.Header]
-	inst := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		b, _ := io.ReadAll(r.Body)
-		switch r.Header.Get("Accept") {
-		case "fail-400":
-			failHits.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(400)
-			io.WriteString(w, `{"code":400,"type":"ValueError","message":"bad row"}`)
-			return
-		case "fail-500":
-			failHits.Add(1)
-			w.WriteHeader(500)
-			io.WriteString(w, "Traceback: boom")
-			return
-		}
-		h := r.Header.Clone()
-		seen.Store(&h)
-		w.Header()["Content-Type"] = []string{"application/x-npy"}
-		w.Header().Set("X-Amzn-SageMaker-Custom-Attributes", "echo="+r.Header.Get("X-Amzn-SageMaker-Custom-Attributes"))
-		w.Write(b)
-	})}
-	go inst.Serve(ln)
-	defer inst.Close()
-
-	tab := invoke.NewTable()
-	h, err := invoke.NewHandler(tab, invoke.Config{Region: "us-west-2", AccountID: "123456789012",
-		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	tab.Set("boto-ep", &invoke.Route{Status: "InService", Variants: []invoke.Variant{
-		{Name: "AllTraffic", Weight: 1, Instances: []invoke.Instance{{ID: "i-1", Addr: "unix:" + sock}}},
-	}})
-	v := sigv4.NewVerifier(map[string]string{"AKIDTEST": "secret"}, time.Now, sigv4.WithRegion("us-west-2"))
-	srv := httptest.NewServer(router.New(router.Routes{Runtime: h}, authenticator{v}, nil))
-	defer srv.Close()
-
+	st := newRuntimeStack(t)
+	srv, hits, failHits, seen := st.srv, &st.hits, &st.failHits, &st.seen
 	cmd := exec.Command(python, "testdata/boto3_runtime.py", srv.URL, "boto-ep")
 	cmd.Env = append(os.Environ(), "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true")
 	var stderr strings.Builder
@@ -187,3 +138,69 @@ func TestBoto3Runtime(t *testing.T) {
 		t.Errorf("instance hits %d, want 3", n)
 	}
 }
+
+// runtimeStack is router (SigV4 on, as cmd/sagebox configures the runtime
+// route) + invoke over one fake instance on a Unix socket, endpoint
+// "boto-ep", variant AllTraffic. The instance echoes, answers 400 to
+// Accept: fail-400 and 500 to Accept: fail-500.
+type runtimeStack struct {
+	srv            *httptest.Server
+	hits, failHits atomic.Int64
+	seen           atomic.Pointer[http.Header]
+}
+
+func newRuntimeStack(t *testing.T) *runtimeStack {
+	t.Helper()
+	st := &runtimeStack{}
+	hits, failHits, seen := &st.hits, &st.failHits, &st.seen
+	dir, err := os.MkdirTemp("", "inv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		switch r.Header.Get("Accept") {
+		case "fail-400":
+			failHits.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			io.WriteString(w, `{"code":400,"type":"ValueError","message":"bad row"}`)
+			return
+		case "fail-500":
+			failHits.Add(1)
+			w.WriteHeader(500)
+			io.WriteString(w, "Traceback: boom")
+			return
+		}
+		h := r.Header.Clone()
+		seen.Store(&h)
+		w.Header()["Content-Type"] = []string{"application/x-npy"}
+		w.Header().Set("X-Amzn-SageMaker-Custom-Attributes", "echo="+r.Header.Get("X-Amzn-SageMaker-Custom-Attributes"))
+		w.Write(b)
+	})}
+	go inst.Serve(ln)
+	t.Cleanup(func() { inst.Close() })
+
+	tab := invoke.NewTable()
+	h, err := invoke.NewHandler(tab, invoke.Config{Region: "us-west-2", AccountID: "123456789012",
+		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	tab.Set("boto-ep", &invoke.Route{Status: "InService", Variants: []invoke.Variant{
+		{Name: "AllTraffic", Weight: 1, Instances: []invoke.Instance{{ID: "i-1", Addr: "unix:" + sock}}},
+	}})
+	v := sigv4.NewVerifier(map[string]string{"AKIDTEST": "secret"}, time.Now, sigv4.WithRegion("us-west-2"))
+	st.srv = httptest.NewServer(router.New(router.Routes{Runtime: h}, authenticator{v}, nil))
+	t.Cleanup(st.srv.Close)
+	return st
+}
+
