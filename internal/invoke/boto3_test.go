@@ -203,4 +203,3 @@ func newRuntimeStack(t *testing.T) *runtimeStack {
 	t.Cleanup(st.srv.Close)
 	return st
 }
-
