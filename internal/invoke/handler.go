@@ -61,8 +61,8 @@ type Config struct {
 	// Registerer receives the endpoint metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	// Timeout is how long an instance has to start answering;
-	// DefaultTimeout when 0.
+	// Timeout is how long an instance has to take the request and to
+	// answer it (each; the answer read in full); DefaultTimeout when 0.
 	Timeout time.Duration
 	// Now is the clock for latencies; time.Now when nil.
 	Now func() time.Time

@@ -102,8 +102,12 @@ func NewTable() *Table {
 	return t
 }
 
-// Set replaces endpoint's route with r. r is copied; the caller may reuse it.
+// Set replaces endpoint's route with r. r is copied; the caller may reuse
+// it. A nil r is a route with nothing serving.
 func (t *Table) Set(endpoint string, r *Route) {
+	if r == nil {
+		r = &Route{}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := t.snap.Load()
