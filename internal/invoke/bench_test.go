@@ -51,7 +51,8 @@ func fastInstance(b testing.TB) string {
 // directly and through Handler (behind a loopback HTTP server, as the
 // router serves it), at concurrency 1 and 32. ns/op is wall time per
 // request (1/throughput); p50-ns is the median latency of one request.
-// The ratio of the pairs is what bench/hosting reports.
+// The ratio of the pairs is what bench/hosting reports. The 1MB pair is a
+// 1 MiB body each way at concurrency 1.
 func BenchmarkInvokeOverhead(b *testing.B) {
 	sock := fastInstance(b)
 	tab := NewTable()
@@ -88,6 +89,14 @@ func BenchmarkInvokeOverhead(b *testing.B) {
 				benchConcurrent(b, conc, p.client, p.url, body)
 			})
 		}
+	}
+	// A 1 MB payload (the style endpoint's JPEG), echoed back.
+	big := bytes.Repeat([]byte{0xff, 0xd8, 0x00, 0x7f}, 1<<18)
+	for _, p := range paths {
+		b.Run(p.name+"/1MB/c1", func(b *testing.B) {
+			b.SetBytes(int64(len(big)))
+			benchConcurrent(b, 1, p.client, p.url, big)
+		})
 	}
 }
 

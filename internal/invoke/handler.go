@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,6 +77,10 @@ type Handler struct {
 	client  *fasthttp.Client
 	metrics *metrics
 	logger  *slog.Logger
+	// bodies are request body buffers (*[]byte) for reuse: the client
+	// writes a request on the calling goroutine, so once Do returns
+	// nothing holds the body.
+	bodies sync.Pool
 	// beforeCount, when set (tests), runs between reading the table and
 	// counting the picked instance: where hosting's Set may come.
 	beforeCount func()
@@ -152,6 +157,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, apiErr := h.readBody(r)
+	if body != nil {
+		defer h.putBody(body)
+	}
 	if apiErr != nil {
 		h.refuse(w, r, requestID, apiErr)
 		// The rest of an oversized body is not read: close the connection
@@ -260,8 +268,9 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *apiError) {
 	var buf []byte
 	if r.ContentLength >= 0 {
 		// Exactly the declared length; net/http ends the body there.
-		buf = make([]byte, r.ContentLength)
+		buf = h.getBody(int(r.ContentLength))
 		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			h.putBody(buf)
 			return nil, &apiError{status: http.StatusBadRequest, code: CodeValidation, msg: "cannot read the request body: " + err.Error()}
 		}
 		return buf, nil
@@ -274,6 +283,25 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *apiError) {
 		return nil, tooLarge()
 	}
 	return b, nil
+}
+
+// getBody returns a buffer of n bytes, reused when one is free.
+func (h *Handler) getBody(n int) []byte {
+	if p, ok := h.bodies.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n, max(n, 4<<10))
+}
+
+// maxPooledBody bounds the buffers kept: a 6 MB body is read into a new one.
+const maxPooledBody = 2 << 20
+
+func (h *Handler) putBody(b []byte) {
+	if cap(b) > maxPooledBody {
+		return
+	}
+	b = b[:0]
+	h.bodies.Put(&b)
 }
 
 // forward sends the request to an instance and writes its answer.
