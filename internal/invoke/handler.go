@@ -199,8 +199,16 @@ func (h *Handler) checkRoute(req *request, rt *route) *apiError {
 		if status == "" {
 			status = "not InService"
 		}
-		return validationf("Endpoint %s of account %s is %s and serves no requests yet; wait until it is InService (DescribeEndpoint shows its status, FailureReason says why it failed).",
-			rt.name, h.cfg.AccountID, status)
+		msg := fmt.Sprintf("Endpoint %s of account %s is %s, not InService, and serves no requests", rt.name, h.cfg.AccountID, status)
+		switch status {
+		case "Failed":
+			msg += "; DescribeEndpoint's FailureReason says why it failed: fix that and update or re-create the endpoint."
+		case "Deleting":
+			msg += "; it is being deleted."
+		default:
+			msg += "; wait until DescribeEndpoint shows it InService."
+		}
+		return validationf("%s", msg)
 	}
 	switch rt.mode {
 	case "Direct":

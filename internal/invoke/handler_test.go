@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -168,7 +169,7 @@ func TestMissingAndNotServing(t *testing.T) {
 		s.table.Set("ep", &Route{Status: st})
 		a := s.invoke(t, "ep", []byte("x"))
 		e := a.err(t)
-		if a.status != 400 || e.Type != "ValidationError" || !strings.Contains(e.Message, "is "+st) || !strings.Contains(e.Message, "wait until it is InService") {
+		if a.status != 400 || e.Type != "ValidationError" || !strings.Contains(e.Message, "Endpoint ep of account 123456789012 is "+st+", not InService") {
 			t.Errorf("%s: %d %+v", st, a.status, e)
 		}
 	}
@@ -652,5 +653,18 @@ func TestSetBetweenLookupAndCount(t *testing.T) {
 	if a.status != 200 || old.hits.Load() != 0 || nw.hits.Load() != 1 {
 		t.Errorf("status %d; old got %d, new %d: a request reached an instance hosting had already found drained",
 			a.status, old.hits.Load(), nw.hits.Load())
+	}
+}
+
+// TestTCPInstance: an instance address in the model server's other
+// --listen form, HOST:PORT.
+func TestTCPInstance(t *testing.T) {
+	s := newStack(t, Config{})
+	srv := httptest.NewServer(http.HandlerFunc(echo))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	s.table.Set("ep", &Route{Status: "InService", Variants: []Variant{{Name: "v", Weight: 1, Instances: []Instance{{ID: "tcp", Addr: addr}}}}})
+	if a := s.invoke(t, "ep", []byte("over tcp"), "Content-Type", "text/plain"); a.status != 200 || string(a.body) != "over tcp" || a.header.Get("Content-Type") != "text/plain" {
+		t.Errorf("%d %q %q", a.status, a.body, a.header.Get("Content-Type"))
 	}
 }
