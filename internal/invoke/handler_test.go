@@ -668,3 +668,30 @@ func TestTCPInstance(t *testing.T) {
 		t.Errorf("%d %q %q", a.status, a.body, a.header.Get("Content-Type"))
 	}
 }
+
+// TestLongSocketPath: hosting's sockets may be near the 108-byte limit;
+// the hex host that stands for one is then over 200 characters.
+func TestLongSocketPath(t *testing.T) {
+	dir, err := os.MkdirTemp("", "inv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	long := dir + "/" + strings.Repeat("d", 100-len(dir)-4)
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := long + "/s"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(echo)}
+	go srv.Serve(ln)
+	defer srv.Close()
+	s := newStack(t, Config{})
+	s.table.Set("ep", &Route{Status: "InService", Variants: []Variant{{Name: "v", Weight: 1, Instances: []Instance{{ID: "i", Addr: "unix:" + sock}}}}})
+	if a := s.invoke(t, "ep", []byte("long")); a.status != 200 || string(a.body) != "long" {
+		t.Errorf("socket path of %d bytes: %d %s", len(sock), a.status, a.body)
+	}
+}
