@@ -161,9 +161,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer h.putBody(body)
 	}
 	if apiErr != nil {
+		// The rest of an oversized body is not read: the connection
+		// closes rather than drain it.
+		w.Header().Set("Connection", "close")
 		h.refuse(w, r, requestID, apiErr)
-		// The rest of an oversized body is not read: close the connection
-		// rather than drain it.
 		return
 	}
 	h.forward(w, r, requestID, req, body, start)
@@ -197,7 +198,7 @@ func (h *Handler) checkRoute(req *request, rt *route) *apiError {
 	if !rt.serving() {
 		status := rt.status
 		if status == "" {
-			status = "not InService"
+			status = "starting"
 		}
 		msg := fmt.Sprintf("Endpoint %s of account %s is %s, not InService, and serves no requests", rt.name, h.cfg.AccountID, status)
 		switch status {
