@@ -81,15 +81,23 @@ func newClient(timeout time.Duration) *fasthttp.Client {
 }
 
 // checkedConn is a client connection that, before the first write of a
-// request on a connection that already carried one, checks that the
-// instance has not closed it (a non-blocking peek: EOF or an error means
+// request on a connection that already carried one and has since been
+// idle, checks that the instance has not closed it (a non-blocking peek: EOF or an error means
 // closed). The write then fails with errStaleConn without sending a byte,
 // and the client retries on another connection.
 type checkedConn struct {
 	net.Conn
-	raw   syscall.RawConn // nil when the connection has no descriptor
-	check bool            // a response was read since the last write
+	raw      syscall.RawConn // nil when the connection has no descriptor
+	check    bool            // a response was read since the last write
+	lastRead time.Time
 }
+
+// idleBeforeCheck is how long a connection must have been idle before a
+// write checks it: one busy with back-to-back requests is not (that would
+// cost a system call per request), and an instance closes an idle
+// connection only when it stops or crashes, which a request reusing the
+// connection within this time would not have escaped anyway.
+const idleBeforeCheck = time.Millisecond
 
 func newCheckedConn(c net.Conn) net.Conn {
 	cc := &checkedConn{Conn: c}
@@ -102,14 +110,15 @@ func newCheckedConn(c net.Conn) net.Conn {
 }
 
 func (c *checkedConn) Read(p []byte) (int, error) {
-	c.check = true
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	c.check, c.lastRead = true, time.Now()
+	return n, err
 }
 
 func (c *checkedConn) Write(p []byte) (int, error) {
 	if c.check {
 		c.check = false
-		if c.peerClosed() {
+		if time.Since(c.lastRead) >= idleBeforeCheck && c.peerClosed() {
 			return 0, errStaleConn
 		}
 	}
