@@ -58,3 +58,26 @@ func TestHostsFile(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestUnresolvedHost(t *testing.T) {
+	line := "W20261203 14:20:11.735620 22173 socket.cpp:601] [c10d] The IPv6 network addresses of (algo-9, 7791) cannot be retrieved (gai error: -2 - Name or service not known)."
+	if got := UnresolvedHost(line); got != "algo-9" {
+		t.Errorf("UnresolvedHost = %q", got)
+	}
+	// EAI_AGAIN (-3) is a transient failure: torch is right to retry it.
+	if got := UnresolvedHost(strings.Replace(line, "-2 - Name or service not known", "-3 - Temporary failure in name resolution", 1)); got != "" {
+		t.Errorf("a temporary failure counted: %q", got)
+	}
+	var c ErrorCapture
+	c.Add("[default0]:"+line, "/code")
+	if c.Unresolved != "algo-9" {
+		t.Errorf("capture: %q", c.Unresolved)
+	}
+	hosts := []string{"algo-1", "algo-2"}
+	if r := UnresolvedHostError("algo-9", hosts); !strings.Contains(r, `"algo-9"`) || !strings.Contains(r, "this job's hosts are algo-1, algo-2 (SM_HOSTS), its master is MASTER_ADDR=algo-1") {
+		t.Errorf("reason: %s", r)
+	}
+	if r := UnresolvedHostError("algo-1", hosts); !strings.Contains(r, "libnss-wrapper") || !strings.Contains(r, "run sagebox as root") {
+		t.Errorf("reason for a job host: %s", r)
+	}
+}
