@@ -107,16 +107,26 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, names Names, maste
 }
 
 // FreePort returns 7777 (the toolkit's MASTER_PORT) when it is free on
-// loopback, else a free port the kernel picks.
-func FreePort() int {
-	for _, addr := range []string{"127.0.0.1:7777", "127.0.0.1:0"} {
-		l, err := net.Listen("tcp", addr)
+// loopback and not taken, else a free port the kernel picks that is not
+// taken (taken: ports already handed to other jobs, which may not be
+// listening yet).
+func FreePort(taken func(int) bool) int {
+	if !taken(7777) {
+		if l, err := net.Listen("tcp", "127.0.0.1:7777"); err == nil {
+			l.Close()
+			return 7777
+		}
+	}
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			continue
+			break
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		return port
+		if !taken(port) {
+			return port
+		}
 	}
 	return 7777
 }

@@ -90,6 +90,9 @@ type Config struct {
 	// entry point) as an unprivileged user; the server must run as root
 	// and should call RestrictDataDir. Nil runs them as the server's user.
 	RunAs *RunAs
+	// Ports hands out jobs' MASTER_PORTs; nil means one of the driver's
+	// own. Drivers running side by side on one machine should share one.
+	Ports *Ports
 	// NoHostIsolation keeps every host process in the machine's own
 	// namespaces: host names then resolve only through libnss-wrapper (see
 	// toolkit.Names), as where the server is not root.
@@ -111,6 +114,8 @@ type Driver struct {
 
 	mu   sync.Mutex
 	jobs map[string]*jobState
+
+	ports *Ports
 
 	uidMu sync.Mutex // held while a job's uid is chosen and its workspaces chowned
 
@@ -150,7 +155,11 @@ func New(cfg Config) *Driver {
 	if l == nil {
 		l = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: l, jobs: map[string]*jobState{}}
+	ports := cfg.Ports
+	if ports == nil {
+		ports = NewPorts()
+	}
+	return &Driver{cfg: cfg, log: l, jobs: map[string]*jobState{}, ports: ports}
 }
 
 // Files in a host's state directory (besides internal/proc's).
@@ -275,6 +284,7 @@ func (d *Driver) Prepare(ctx context.Context, job *driver.Job) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	d.ports.Release(job.Name)
 	d.mu.Lock()
 	delete(d.jobs, job.Name) // a new attempt
 	d.mu.Unlock()
@@ -394,6 +404,7 @@ func (d *Driver) Release(job *driver.Job, failed bool) {
 	if d.cfg.GPUs != nil {
 		d.cfg.GPUs.Release(gpuOwner(job.Name))
 	}
+	d.ports.Release(job.Name)
 	d.mu.Lock()
 	delete(d.jobs, job.Name)
 	d.mu.Unlock()
@@ -521,7 +532,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 		return nil, errors.New("local driver: Start before Install")
 	}
 	if st.port == 0 {
-		st.port = toolkit.FreePort()
+		st.port = d.ports.Claim(job.Name)
 		st.names, st.nssWrapper = d.names(job)
 	}
 	h := job.Hosts[host]
