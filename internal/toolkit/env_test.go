@@ -289,3 +289,26 @@ func reasonText(err error) string {
 	r, _ := Reason(err)
 	return r
 }
+
+// A distribution flag the PyTorch container does not know is refused
+// with the ones it does; flags it knows, and false ones, are not.
+func TestUnknownDistribution(t *testing.T) {
+	for hp, bad := range map[string]bool{
+		"sagemaker_parameter_server_enabled":               true,
+		"sagemaker_multi_worker_mirrored_strategy_enabled": true,
+		"sagemaker_torch_distributed_enabled":              false,
+		"sagemaker_toolkit_native_launcher_enabled":        false,
+	} {
+		for _, v := range []string{"true", "false"} {
+			_, err := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, hp: v}, withHosts(2)), "")
+			switch {
+			case bad && v == "true":
+				if err == nil || !strings.HasPrefix(reasonText(err), "ClientError: hyperparameter "+hp+" asks for a distribution the PyTorch container does not have; use distribution torch_distributed") {
+					t.Errorf("%s=%s: err = %v", hp, v, err)
+				}
+			case err != nil:
+				t.Errorf("%s=%s refused: %v", hp, v, err)
+			}
+		}
+	}
+}

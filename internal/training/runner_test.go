@@ -124,6 +124,24 @@ func keys(m map[string]string) []string {
 	return out
 }
 
+// TestTorchrunNeedsAPythonEntryPoint: torch_distributed with a shell
+// script as entry point fails at launch, saying what torchrun needs.
+func TestTorchrunNeedsAPythonEntryPoint(t *testing.T) {
+	skipShort(t)
+	requirePython(t)
+	t.Parallel()
+	e := newEnv(t)
+	hps := e.putSource("shrun", map[string]string{"run.sh": "echo hi\n"})
+	hps["sagemaker_program"] = `"run.sh"`
+	hps["sagemaker_torch_distributed_enabled"] = "true"
+	e.submit(newTestJob("shrun", hps, withHosts(2)))
+	j := e.mem.waitEnd(t, "shrun", 60*time.Second)
+	want := "ClientError: torch_distributed needs a Python script as entry point (a .py file, and no setup.py); got run.sh"
+	if j.TrainingJobStatus != sagebox.StatusFailed || j.FailureReason != want {
+		t.Fatalf("status %s reason %q", j.TrainingJobStatus, j.FailureReason)
+	}
+}
+
 func TestJobFailures(t *testing.T) {
 	skipShort(t)
 	requirePython(t)
@@ -177,6 +195,12 @@ func TestJobFailures(t *testing.T) {
 				j.HyperParameters["sagemaker_submit_directory"] = `"s3://bkt/evil/sourcedir.tar.gz"`
 			},
 			reason: `ClientError: sourcedir s3://bkt/evil/sourcedir.tar.gz was refused: unsafe path in archive: "../escape.py" climbs out with ..`,
+		},
+		{
+			name:   "unknown distribution",
+			files:  map[string]string{"train.py": ""},
+			tweak:  func(j *sagebox.TrainingJob) { j.HyperParameters["sagemaker_parameter_server_enabled"] = "true" },
+			reason: "ClientError: hyperparameter sagemaker_parameter_server_enabled asks for a distribution the PyTorch container does not have",
 		},
 		{
 			name:   "mpi without mpirun",
