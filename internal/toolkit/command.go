@@ -83,6 +83,9 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, names Names, maste
 			// Stderr is redirected and teed (with torchrun's "[defaultN]:"
 			// tag); stdout goes straight to output.log, untagged.
 			"--redirects", "2", "--tee", "2",
+			// The agent notices its workers' end on its monitor tick (5 s
+			// by default): every job would end 0-5 s after its script.
+			"--monitor_interval", "1",
 		}
 		return append(append(argv, s.EntryPoint), args...), false, nil
 	case DistMPI:

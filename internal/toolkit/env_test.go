@@ -198,7 +198,7 @@ func TestCommand(t *testing.T) {
 		{"package", EntryPackage, "", 0, "/py -m train --epochs 2 --name 'a b'"},
 		{"command", EntryCommand, "", 0, "/bin/sh -c './train.py --epochs 2 --name '\"'\"'a b'\"'\"''"},
 		{"torchrun", EntryProgram, "sagemaker_torch_distributed_enabled", 1,
-			"/py -m torch.distributed.run --nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1 --log_dir /state/torchrun --redirects 2 --tee 2 train.py --epochs 2 --name 'a b'"},
+			"/py -m torch.distributed.run --nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1 --log_dir /state/torchrun --redirects 2 --tee 2 --monitor_interval 1 train.py --epochs 2 --name 'a b'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
