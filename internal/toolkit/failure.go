@@ -99,9 +99,11 @@ func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []st
 }
 
 // c10dNoName is torch.distributed's warning (c10d socket.cpp) for a name
-// getaddrinfo says does not exist (EAI_NONAME, -2), which the store's
-// client retries every second until its timeout.
-var c10dNoName = regexp.MustCompile(`\[c10d\] The (?:IPv4|IPv6) network addresses of \(([^,()\s]+), \d+\) cannot be retrieved \(gai error: -2 - `)
+// getaddrinfo says does not exist (EAI_NONAME, -2) or has no address of
+// the family asked (EAI_ADDRFAMILY, -9: what a name only libnss-wrapper
+// knows gives the store), which the store's client retries every second
+// until its timeout.
+var c10dNoName = regexp.MustCompile(`\[c10d\] The (?:IPv4|IPv6) network addresses of \(([^,()\s]+), \d+\) cannot be retrieved \(gai error: -(?:2|9) - `)
 
 // UnresolvedHost is the host name in a torch.distributed warning that it
 // cannot resolve that name, or "".
@@ -156,10 +158,17 @@ type ErrorCapture struct {
 	ErrLines []string `json:"err_lines,omitempty"`
 	Gloo     bool     `json:"gloo,omitempty"`
 	// Unresolved is the first host name torch.distributed's store could
-	// not resolve (UnresolvedHost): it retries such a name until its
-	// timeout (30 minutes by default), so the runner ends the host.
+	// not resolve in unresolvedRepeats warnings in a row (UnresolvedHost):
+	// it retries such a name every second until its timeout (30 minutes
+	// by default), so the runner ends the host.
 	Unresolved string `json:"unresolved,omitempty"`
+	NoName     string `json:"no_name,omitempty"` // the name of the last such warnings
+	NoNames    int    `json:"no_names,omitempty"`
 }
+
+// unresolvedRepeats is how many of torch.distributed's warnings that a
+// name does not resolve (one a second) make it a failure.
+const unresolvedRepeats = 3
 
 const (
 	captureTail     = 20
@@ -200,8 +209,13 @@ func (c *ErrorCapture) Add(line, codeDir string) {
 	if strings.Contains(line, "terminate called after throwing an instance of 'gloo::EnforceNotMet'") {
 		c.Gloo = true
 	}
-	if c.Unresolved == "" {
-		c.Unresolved = UnresolvedHost(line)
+	if name := UnresolvedHost(line); name != "" && c.Unresolved == "" {
+		if name != c.NoName {
+			c.NoName, c.NoNames = name, 0
+		}
+		if c.NoNames++; c.NoNames >= unresolvedRepeats {
+			c.Unresolved = name
+		}
 	}
 	if len(c.ErrLines) > 0 || errorName.MatchString(line) {
 		t := strings.TrimSpace(line)

@@ -68,8 +68,19 @@ func TestUnresolvedHost(t *testing.T) {
 	if got := UnresolvedHost(strings.Replace(line, "-2 - Name or service not known", "-3 - Temporary failure in name resolution", 1)); got != "" {
 		t.Errorf("a temporary failure counted: %q", got)
 	}
+	nss := "W20261203 14:43:35.611163 12109 socket.cpp:601] [c10d] The IPv6 network addresses of (algo-1, 7797) cannot be retrieved (gai error: -9 - Address family for hostname not supported)."
+	if got := UnresolvedHost(nss); got != "algo-1" {
+		t.Errorf("UnresolvedHost(nss_wrapper's) = %q", got)
+	}
+	// Three in a row for the same name make it a failure.
 	var c ErrorCapture
-	c.Add("[default0]:"+line, "/code")
+	for i, l := range []string{line, nss, line, "other", line} {
+		c.Add("[default0]:"+l, "/code")
+		if i < 4 && c.Unresolved != "" {
+			t.Fatalf("after %d lines: %q", i+1, c.Unresolved)
+		}
+	}
+	c.Add(line, "/code")
 	if c.Unresolved != "algo-9" {
 		t.Errorf("capture: %q", c.Unresolved)
 	}

@@ -222,3 +222,27 @@ func TestUnknownHostNameFailsFast(t *testing.T) {
 		})
 	}
 }
+
+// TestSeedPatternUnderNSSWrapper: under the fallback, torch's c10d store
+// does not see nss_wrapper's names, and the job fails at once saying why,
+// not at MaxRuntime.
+func TestSeedPatternUnderNSSWrapper(t *testing.T) {
+	skipShort(t)
+	requireTorch(t)
+	if toolkit.FindNSSWrapper() == "" {
+		t.Skip("libnss-wrapper not installed")
+	}
+	t.Parallel()
+	e := newEnv(t, func(c *testConfig) { c.Local.NoHostIsolation = true })
+	hps := e.putSource("seed-nss", map[string]string{"train.py": seedScript})
+	start := time.Now()
+	e.submit(newTestJob("seed-nss", hps, withHosts(2)))
+	j := e.mem.waitEnd(t, "seed-nss", 120*time.Second)
+	if j.TrainingJobStatus != sagebox.StatusFailed || !strings.Contains(j.FailureReason, `HostNameError: torch.distributed cannot resolve the job's host name "algo-1"`) ||
+		!strings.Contains(j.FailureReason, "libnss-wrapper") {
+		t.Fatalf("status %s reason %q\n%s", j.TrainingJobStatus, j.FailureReason, e.logs.text("seed-nss/"))
+	}
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("took %s to fail", took)
+	}
+}
