@@ -19,8 +19,8 @@ import (
 
 // SupervisorUsage is the supervisor's command line, after the subcommand
 // that runs it (`sagebox exec-shim`).
-const SupervisorUsage = "--dir STATE_DIR --run ID [OPTIONS] -- COMMAND [ARG...]  |  --attached --parent PID [--remove-on-parent-death PATH]... [OPTIONS] -- COMMAND [ARG...]\n" +
-	"options: --uid UID --gid GID [--group GID]...   --hosts-file PATH (bind-mounted over /etc/hosts)   --hostname NAME"
+const SupervisorUsage = "--dir STATE_DIR --run ID [--uid UID --gid GID] [--hosts-file PATH] [--hostname NAME] -- COMMAND [ARG...]  |  " +
+	"--attached --parent PID [--remove-on-parent-death PATH]... [--uid UID --gid GID] [--hosts-file PATH] [--hostname NAME] -- COMMAND [ARG...]"
 
 // exitRecord is exit.json, and the "exit" line of the attached status
 // pipe.
