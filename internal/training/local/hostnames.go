@@ -69,7 +69,7 @@ func (d *Driver) hostsFile(job *driver.Job) (string, error) {
 	defer d.subnetMu.Unlock()
 	if b, err := os.ReadFile(path); err == nil {
 		if _, ok := toolkit.SubnetOfHostsFile(b); ok {
-			return path, nil
+			return path, os.Chmod(path, 0o644) // (a crash may have come before the chmod below)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -101,6 +101,11 @@ func (d *Driver) hostsFile(job *driver.Job) (string, error) {
 		return "", err
 	}
 	if err := statefile.Write(path, b); err != nil {
+		return "", fmt.Errorf("write hosts file: %w", err)
+	}
+	// Readable by every user, as /etc/hosts is (a job run as another
+	// uid reads it through the bind mount, whatever the directory's mode).
+	if err := os.Chmod(path, 0o644); err != nil {
 		return "", fmt.Errorf("write hosts file: %w", err)
 	}
 	return path, nil
