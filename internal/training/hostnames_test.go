@@ -219,6 +219,9 @@ func TestUnknownHostNameFailsFast(t *testing.T) {
 			if took := time.Since(start); took > 60*time.Second {
 				t.Errorf("took %s to fail", took)
 			}
+			if name == "nohost-torch" && !strings.Contains(e.logs.text(name+"/"), `sagebox: torch.distributed cannot resolve host name "algo-9"`) {
+				t.Errorf("the log does not say why the host was stopped:\n%s", e.logs.text(name+"/"))
+			}
 		})
 	}
 }

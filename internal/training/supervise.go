@@ -3,6 +3,7 @@ package training
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,8 @@ func (jr *jobRun) pollHost(ctx context.Context, h *hostRun, stopping bool) {
 		// timeout: end the host now (settle gives the reason).
 		if !h.termSent {
 			h.log.Warn("torch.distributed cannot resolve a host name; stopping the host", "name", name)
+			jr.note(ctx, []*hostRun{h}, "torch.distributed cannot resolve host name %q (it would retry until its timeout); stopping %s. This job's hosts are %s",
+				name, h.name, strings.Join(jr.spec.Hosts, ", "))
 		}
 		h.terminate()
 		if time.Since(h.termAt) > jr.r.cfg.StopGrace {

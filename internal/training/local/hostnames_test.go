@@ -40,6 +40,9 @@ func TestHostsFilePerJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st, err := os.Stat(pa); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("hosts file mode: %v %v", st.Mode(), err)
+	}
 	b, _ := os.ReadFile(pa)
 	na := subnet(pa)
 	if !strings.Contains(string(b), na.HostAddress(1)+"\talgo-2\n") || !strings.Contains(string(b), "localhost") {
