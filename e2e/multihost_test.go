@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,4 +63,30 @@ open(os.path.join(os.environ["SM_MODEL_DIR"], host + ".txt"), "w").write(rank)
 			}
 		})
 	}
+}
+
+// TestCLIHostNamesInAShell: a shell entry point, the plainest program there
+// is, resolves every host of the job to that host's own loopback address
+// through the ordinary resolver (getent), and has its host's name.
+func TestCLIHostNamesInAShell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("hosts get addresses of their own only when sagebox runs as root")
+	}
+	s := startServer(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "train.sh"), "#!/bin/sh\necho \"$(hostname) sees $(getent hosts algo-1 algo-2 | tr -s ' \\n' ' ')\"\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, errOut, code := s.sagebox(ctx, "train", filepath.Join(dir, "train.sh"), "--name", "shell-names", "--instance-count", "2")
+	if code != 0 {
+		t.Fatalf("sagebox train exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	m := regexp.MustCompile(`\[algo-2\] algo-2 sees (127\.\d+\.\d+)\.1 algo-1 (127\.\d+\.\d+)\.2 algo-2`).FindStringSubmatch(out)
+	if m == nil || m[1] != m[2] || m[1] == "127.0.0" {
+		t.Fatalf("algo-2's shell does not see the job's own addresses:\n%s", out)
+	}
+	mustContain(t, "train stdout", out, "[algo-1] algo-1 sees "+m[1]+".1 algo-1 "+m[1]+".2 algo-2")
 }

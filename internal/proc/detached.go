@@ -71,7 +71,7 @@ func startDetached(ctx context.Context, s Spec) (*Handle, error) {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	args := append(append([]string{}, s.Supervisor[1:]...), "--dir", s.StateDir, "--run", run)
-	args = append(append(args, credentialArgs(s.Credential)...), "--")
+	args = append(append(append(args, credentialArgs(s.Credential)...), isolationArgs(s)...), "--")
 	cmd := exec.Command(s.Supervisor[0], append(args, argv...)...)
 	cmd.Dir, cmd.Env = s.Dir, s.Env
 	lg, err := os.OpenFile(SupervisorLogPath(s.StateDir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

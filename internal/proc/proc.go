@@ -71,6 +71,15 @@ type Spec struct {
 	// the subtree and write its state files, which the command cannot
 	// touch. Setting another user needs root.
 	Credential *syscall.Credential
+
+	// HostsFile, if set, is bind-mounted over /etc/hosts for the command
+	// and everything it starts, in a mount namespace of their own (the
+	// machine's /etc/hosts is untouched), so that the ordinary resolver
+	// reads it in every program. Hostname, if set, is the command's host
+	// name (gethostname), in a UTS namespace of its own. Both need a
+	// Supervisor, and root (CheckIsolation says whether they work here).
+	HostsFile string
+	Hostname  string
 }
 
 // Result is how a process ended.
@@ -264,6 +273,9 @@ func Start(ctx context.Context, s Spec) (*Handle, error) {
 		if len(s.RemoveOnParentDeath) > 0 {
 			return nil, errors.New("start: RemoveOnParentDeath needs a Supervisor")
 		}
+		if s.HostsFile != "" || s.Hostname != "" {
+			return nil, errors.New("start: HostsFile and Hostname need a Supervisor")
+		}
 		return startDirect(s)
 	}
 	return startSupervised(ctx, s)
@@ -337,6 +349,7 @@ func startSupervised(ctx context.Context, s Spec) (*Handle, error) {
 	h := &Handle{done: make(chan struct{})}
 	args := append(append([]string{}, s.Supervisor[1:]...), "--attached", "--parent", strconv.Itoa(os.Getpid()))
 	args = append(args, credentialArgs(s.Credential)...)
+	args = append(args, isolationArgs(s)...)
 	for _, p := range s.RemoveOnParentDeath {
 		args = append(args, "--remove-on-parent-death", p)
 	}

@@ -19,7 +19,8 @@ import (
 
 // SupervisorUsage is the supervisor's command line, after the subcommand
 // that runs it (`sagebox exec-shim`).
-const SupervisorUsage = "--dir STATE_DIR --run ID [--uid UID --gid GID] -- COMMAND [ARG...]  |  --attached --parent PID [--remove-on-parent-death PATH]... [--uid UID --gid GID] -- COMMAND [ARG...]"
+const SupervisorUsage = "--dir STATE_DIR --run ID [--uid UID --gid GID] [--hosts-file PATH] [--hostname NAME] -- COMMAND [ARG...]  |  " +
+	"--attached --parent PID [--remove-on-parent-death PATH]... [--uid UID --gid GID] [--hosts-file PATH] [--hostname NAME] -- COMMAND [ARG...]"
 
 // exitRecord is exit.json, and the "exit" line of the attached status
 // pipe.
@@ -53,7 +54,21 @@ type supervisorArgs struct {
 	parent   int
 	remove   []string // attached: removed after a parent-death kill
 	cred     *syscall.Credential
+	hosts    string // bind-mounted over /etc/hosts in the command's mount namespace
+	hostname string // the command's host name, in a UTS namespace of its own
 	argv     []string
+}
+
+// isolationArgs passes Spec.HostsFile and Spec.Hostname to the supervisor.
+func isolationArgs(s Spec) []string {
+	var out []string
+	if s.HostsFile != "" {
+		out = append(out, "--hosts-file", s.HostsFile)
+	}
+	if s.Hostname != "" {
+		out = append(out, "--hostname", s.Hostname)
+	}
+	return out
 }
 
 // credentialArgs passes Spec.Credential to the supervisor.
@@ -89,6 +104,12 @@ func parseSupervisorArgs(args []string) (supervisorArgs, error) {
 				return a, fmt.Errorf("--parent: %w", err)
 			}
 			a.parent = p
+			i++
+		case arg == "--hosts-file" && i+1 < len(args):
+			a.hosts = args[i+1]
+			i++
+		case arg == "--hostname" && i+1 < len(args):
+			a.hostname = args[i+1]
 			i++
 		case arg == "--remove-on-parent-death" && i+1 < len(args):
 			a.remove = append(a.remove, args[i+1])
@@ -238,6 +259,13 @@ func (s *supervisor) run(ctx context.Context) int {
 
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
+		return s.finish(exitRecord{ExitCode: 127, Error: err.Error()})
+	}
+	// The namespaces are entered on this goroutine's thread, which the
+	// command is then forked from.
+	if err := isolate(a.hosts, a.hostname); err != nil {
+		err = fmt.Errorf("cannot give the command its own /etc/hosts and host name: %w", err)
+		fmt.Fprintf(stderr, "sagebox: %v\n", err)
 		return s.finish(exitRecord{ExitCode: 127, Error: err.Error()})
 	}
 	defer devnull.Close()

@@ -39,8 +39,15 @@ func EntryKindOf(entry, codeDir string) EntryKind {
 
 // Command is the argv of host h's process, without the shim. passive means
 // the host runs nothing of its own (an MPI worker: mpirun on algo-1 starts
-// every rank on this machine).
-func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, stateDir string) (argv []string, passive bool, err error) {
+// every rank on this machine). names is how host names resolve: with
+// NamesOwnAddress torchrun's master is algo-1 and mpirun's host list
+// names algo-1 (whose host name it is), as on SageMaker; otherwise both
+// use 127.0.0.1.
+func (s *Spec) Command(kind EntryKind, python string, h Host, names Names, masterPort int, stateDir string) (argv []string, passive bool, err error) {
+	master := "127.0.0.1"
+	if names == NamesOwnAddress {
+		master = s.MasterAddr(names)
+	}
 	args := toCmdArgs(s.UserHyperParameters)
 	var base []string
 	switch kind {
@@ -66,7 +73,7 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, st
 		}
 		argv = []string{python, "-m", "torch.distributed.run",
 			"--nnodes", strconv.Itoa(len(s.Hosts)), "--nproc_per_node", strconv.Itoa(nproc),
-			"--master_addr", "127.0.0.1", "--master_port", strconv.Itoa(masterPort),
+			"--master_addr", master, "--master_port", strconv.Itoa(masterPort),
 			"--node_rank", strconv.Itoa(h.Index),
 			"--log_dir", filepath.Join(stateDir, "torchrun"),
 			// Debian's torchrun 1.13 crashes in to_map unless --redirects
@@ -76,6 +83,9 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, st
 			// Stderr is redirected and teed (with torchrun's "[defaultN]:"
 			// tag); stdout goes straight to output.log, untagged.
 			"--redirects", "2", "--tee", "2",
+			// The agent notices its workers' end on its monitor tick (5 s
+			// by default): every job would end 0-5 s after its script.
+			"--monitor_interval", "1",
 		}
 		return append(append(argv, s.EntryPoint), args...), false, nil
 	case DistMPI:
@@ -92,7 +102,7 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, st
 		// pieces, which garbles lines and defeats metric regexes.
 		np := nproc * len(s.Hosts)
 		argv = []string{mpirun, "--allow-run-as-root", "--oversubscribe",
-			"--host", "127.0.0.1:" + strconv.Itoa(np), "-np", strconv.Itoa(np)}
+			"--host", master + ":" + strconv.Itoa(np), "-np", strconv.Itoa(np)}
 		argv = append(argv, strings.Fields(s.MPIOptions)...)
 		return append(argv, base...), false, nil
 	}
@@ -100,16 +110,26 @@ func (s *Spec) Command(kind EntryKind, python string, h Host, masterPort int, st
 }
 
 // FreePort returns 7777 (the toolkit's MASTER_PORT) when it is free on
-// loopback, else a free port the kernel picks.
-func FreePort() int {
-	for _, addr := range []string{"127.0.0.1:7777", "127.0.0.1:0"} {
-		l, err := net.Listen("tcp", addr)
+// loopback and not taken, else a free port the kernel picks that is not
+// taken (taken: ports already handed to other jobs, which may not be
+// listening yet).
+func FreePort(taken func(int) bool) int {
+	if !taken(7777) {
+		if l, err := net.Listen("tcp", "127.0.0.1:7777"); err == nil {
+			l.Close()
+			return 7777
+		}
+	}
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			continue
+			break
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		return port
+		if !taken(port) {
+			return port
+		}
 	}
 	return 7777
 }

@@ -12,6 +12,8 @@
 // what happened: AlgorithmError, ExecuteUserScriptError (with ErrorCapture
 // picking the traceback out of the log), InstallError, and the metric
 // values that MetricDefinitions find in log lines (CompileMetrics).
+// How the hosts' names resolve (Names: each host its own loopback address
+// in the job's hosts file, or the nss_wrapper fallback) is in hostnames.go.
 //
 // It starts no processes and knows no stores: the lifecycle that stages,
 // launches and watches a job is internal/training, and how that is done on

@@ -30,8 +30,9 @@ type Platform struct {
 	RuntimeDir   string // embedded Python runtime, on PYTHONPATH after code/
 	TorchVersion string
 	NumCPUs      int
-	NSSWrapper   string // libnss_wrapper.so, when installed (hostnames.go)
-	HostsFile    string // this host's hosts file for nss_wrapper
+	Names        Names  // how the job's host names resolve (hostnames.go)
+	NSSWrapper   string // with NamesNSSWrapper: libnss_wrapper.so
+	NSSHostsFile string // with NamesNSSWrapper: its hosts file
 }
 
 // BaseEnv filters environ (KEY=VALUE entries) down to what a job (and pip
@@ -117,15 +118,15 @@ func (s *Spec) Env(h Host, cf ConfigFiles, p Platform) map[string]string {
 	env["CURRENT_HOST"] = h.Name
 	env["SAGEMAKER_JOB_NAME"] = s.SagemakerJobName
 	env["SAGEMAKER_REGION"] = s.Region
-	// The hosts algo-1..N are all this machine. With nss_wrapper their
-	// names resolve to loopback (hostnames.go) and MASTER_ADDR is the
-	// master's name, as on SageMaker; without it MASTER_ADDR is 127.0.0.1.
-	// MASTER_PORT is 7777 or, when that is taken, a free port chosen per
-	// job. The network interface is "lo" (NCCL/Gloo bind to it).
-	env["MASTER_ADDR"] = "127.0.0.1"
-	if resolveHostNames(env, p.NSSWrapper, p.HostsFile) && len(s.Hosts) > 0 {
-		env["MASTER_ADDR"] = s.Hosts[0]
+	// The hosts algo-1..N are all this machine. Where their names
+	// resolve (hostnames.go) MASTER_ADDR is the master's name, as on
+	// SageMaker; else 127.0.0.1. MASTER_PORT is 7777 or, when that is
+	// taken, a free port chosen per job. The network interface is "lo"
+	// (NCCL/Gloo bind to it).
+	if p.Names == NamesNSSWrapper {
+		preloadNSSWrapper(env, p.NSSWrapper, p.NSSHostsFile)
 	}
+	env["MASTER_ADDR"] = s.MasterAddr(p.Names)
 	env["MASTER_PORT"] = strconv.Itoa(p.MasterPort)
 	if p.TorchVersion != "" {
 		env["SM_DLC_TORCH_VERSION"] = p.TorchVersion

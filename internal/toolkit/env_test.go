@@ -3,6 +3,7 @@ package toolkit
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -197,7 +198,7 @@ func TestCommand(t *testing.T) {
 		{"package", EntryPackage, "", 0, "/py -m train --epochs 2 --name 'a b'"},
 		{"command", EntryCommand, "", 0, "/bin/sh -c './train.py --epochs 2 --name '\"'\"'a b'\"'\"''"},
 		{"torchrun", EntryProgram, "sagemaker_torch_distributed_enabled", 1,
-			"/py -m torch.distributed.run --nnodes 2 --nproc_per_node 1 --master_addr 127.0.0.1 --master_port 7777 --node_rank 1 --log_dir /state/torchrun --redirects 2 --tee 2 train.py --epochs 2 --name 'a b'"},
+			"/py -m torch.distributed.run --nnodes 2 --nproc_per_node 1 --master_addr algo-1 --master_port 7777 --node_rank 1 --log_dir /state/torchrun --redirects 2 --tee 2 --monitor_interval 1 train.py --epochs 2 --name 'a b'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +213,7 @@ func TestCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			argv, passive, err := s.Command(tt.kind, "/py", Host{Index: tt.host}, 7777, "/state")
+			argv, passive, err := s.Command(tt.kind, "/py", Host{Index: tt.host}, NamesOwnAddress, 7777, "/state")
 			if err != nil || passive {
 				t.Fatalf("command: %v passive=%v", err, passive)
 			}
@@ -221,16 +222,35 @@ func TestCommand(t *testing.T) {
 			}
 		})
 	}
+	t.Run("launchers without names", func(t *testing.T) {
+		s, _ := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, "sagemaker_torch_distributed_enabled": "true"}, withHosts(2)), "")
+		argv, _, err := s.Command(EntryProgram, "/py", Host{}, NamesNSSWrapper, 7777, "/s")
+		if err != nil || !strings.Contains(ShellJoin(argv), "--master_addr 127.0.0.1 ") {
+			t.Errorf("torchrun: %s %v", ShellJoin(argv), err)
+		}
+	})
+	t.Run("mpirun names algo-1", func(t *testing.T) {
+		if _, err := exec.LookPath("mpirun"); err != nil {
+			t.Skip("no mpirun")
+		}
+		s, _ := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, "sagemaker_mpi_enabled": "true"}, withHosts(2)), "")
+		for names, want := range map[Names]string{NamesOwnAddress: "--host algo-1:2 -np 2 ", NamesNone: "--host 127.0.0.1:2 -np 2 "} {
+			argv, _, err := s.Command(EntryProgram, "/py", Host{}, names, 7777, "/s")
+			if err != nil || !strings.Contains(ShellJoin(argv), want) {
+				t.Errorf("mpirun (names %d): %s %v", names, ShellJoin(argv), err)
+			}
+		}
+	})
 	t.Run("torchrun needs a script", func(t *testing.T) {
 		s, _ := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"run.sh"`, "sagemaker_torch_distributed_enabled": "true"}), "")
-		if _, _, err := s.Command(EntryCommand, "/py", Host{}, 1, "/s"); err == nil || !strings.HasPrefix(reasonText(err), "ClientError: torch_distributed needs") {
+		if _, _, err := s.Command(EntryCommand, "/py", Host{}, NamesOwnAddress, 1, "/s"); err == nil || !strings.HasPrefix(reasonText(err), "ClientError: torch_distributed needs") {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("mpi without mpirun", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
 		s, _ := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, "sagemaker_mpi_enabled": "true"}), "")
-		_, _, err := s.Command(EntryProgram, "/py", Host{}, 1, "/s")
+		_, _, err := s.Command(EntryProgram, "/py", Host{}, NamesOwnAddress, 1, "/s")
 		if err == nil || !strings.Contains(reasonText(err), "ClientError: distribution mpi runs the job with mpirun, which is not installed") {
 			t.Errorf("err = %v", err)
 		}
@@ -268,4 +288,27 @@ func TestJobGetsItsOwnKey(t *testing.T) {
 func reasonText(err error) string {
 	r, _ := Reason(err)
 	return r
+}
+
+// A distribution flag the PyTorch container does not know is refused
+// with the ones it does; flags it knows, and false ones, are not.
+func TestUnknownDistribution(t *testing.T) {
+	for hp, bad := range map[string]bool{
+		"sagemaker_parameter_server_enabled":               true,
+		"sagemaker_multi_worker_mirrored_strategy_enabled": true,
+		"sagemaker_torch_distributed_enabled":              false,
+		"sagemaker_toolkit_native_launcher_enabled":        false,
+	} {
+		for _, v := range []string{"true", "false"} {
+			_, err := NewSpec(newTestJob("j", map[string]string{"sagemaker_program": `"train.py"`, hp: v}, withHosts(2)), "")
+			switch {
+			case bad && v == "true":
+				if err == nil || !strings.HasPrefix(reasonText(err), "ClientError: hyperparameter "+hp+" asks for a distribution the PyTorch container does not have; use distribution torch_distributed") {
+					t.Errorf("%s=%s: err = %v", hp, v, err)
+				}
+			case err != nil:
+				t.Errorf("%s=%s refused: %v", hp, v, err)
+			}
+		}
+	}
 }

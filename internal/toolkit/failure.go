@@ -98,6 +98,37 @@ func ExecuteUserScriptError(exitCode int, signal, errorMessage string, argv []st
 	return b.String()
 }
 
+// c10dNoName is torch.distributed's warning (c10d socket.cpp) for a name
+// getaddrinfo says does not exist (EAI_NONAME, -2) or has no address of
+// the family asked (EAI_ADDRFAMILY, -9: what a name only libnss-wrapper
+// knows gives the store), which the store's client retries every second
+// until its timeout.
+var c10dNoName = regexp.MustCompile(`\[c10d\] The (?:IPv4|IPv6) network addresses of \(([^,()\s]+), \d+\) cannot be retrieved \(gai error: -(?:2|9) - `)
+
+// UnresolvedHost is the host name in a torch.distributed warning that it
+// cannot resolve that name, or "".
+func UnresolvedHost(line string) string {
+	if m := c10dNoName.FindStringSubmatch(line); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// UnresolvedHostError is the failure text of a host whose
+// torch.distributed store could not resolve name; hosts are the job's.
+func UnresolvedHostError(name string, hosts []string) string {
+	known := strings.Join(hosts, ", ")
+	for _, h := range hosts {
+		if h == name {
+			return fmt.Sprintf("HostNameError: torch.distributed cannot resolve the job's host name %q: on this machine the job's "+
+				"host names resolve only through libnss-wrapper, which torch's c10d store bypasses (sagebox gives each host its "+
+				"own /etc/hosts only when it runs as root; see the server's log). Use torch_distributed (torchrun), or run sagebox as root", name)
+		}
+	}
+	return fmt.Sprintf("HostNameError: torch.distributed cannot resolve host name %q (Name or service not known) and would retry it "+
+		"until its timeout; this job's hosts are %s (SM_HOSTS), its master is MASTER_ADDR=%s", name, known, hosts[0])
+}
+
 // InstallError is the FailureReason for a failed pip install.
 func InstallError(kind string, err error, command []string) string {
 	msg := LastLines(err.Error(), 12)
@@ -126,7 +157,18 @@ type ErrorCapture struct {
 	User     []string `json:"user,omitempty"`     // last traceback with a frame in code/
 	ErrLines []string `json:"err_lines,omitempty"`
 	Gloo     bool     `json:"gloo,omitempty"`
+	// Unresolved is the first host name torch.distributed's store could
+	// not resolve in unresolvedRepeats warnings in a row (UnresolvedHost):
+	// it retries such a name every second until its timeout (30 minutes
+	// by default), so the runner ends the host.
+	Unresolved string `json:"unresolved,omitempty"`
+	NoName     string `json:"no_name,omitempty"` // the name of the last such warnings
+	NoNames    int    `json:"no_names,omitempty"`
 }
+
+// unresolvedRepeats is how many of torch.distributed's warnings that a
+// name does not resolve (one a second) make it a failure.
+const unresolvedRepeats = 3
 
 const (
 	captureTail     = 20
@@ -166,6 +208,14 @@ func (c *ErrorCapture) Add(line, codeDir string) {
 	c.Tail = appendCapped(c.Tail, line, captureTail)
 	if strings.Contains(line, "terminate called after throwing an instance of 'gloo::EnforceNotMet'") {
 		c.Gloo = true
+	}
+	if name := UnresolvedHost(line); name != "" && c.Unresolved == "" {
+		if name != c.NoName {
+			c.NoName, c.NoNames = name, 0
+		}
+		if c.NoNames++; c.NoNames >= unresolvedRepeats {
+			c.Unresolved = name
+		}
 	}
 	if len(c.ErrLines) > 0 || errorName.MatchString(line) {
 		t := strings.TrimSpace(line)

@@ -147,7 +147,9 @@ func NewSpec(job *sagebox.TrainingJob, region string) (*Spec, error) {
 	if v, ok := hp("sagemaker_region"); ok && v.Str() != "" {
 		s.Region = v.Str()
 	}
-	s.decodeDistribution()
+	if err := s.decodeDistribution(); err != nil {
+		return nil, err
+	}
 
 	if rc := job.ResourceConfig; rc != nil {
 		if len(rc.InstanceGroups) > 0 && string(rc.InstanceGroups) != "null" && string(rc.InstanceGroups) != "[]" {
@@ -195,10 +197,34 @@ func NewSpec(job *sagebox.TrainingJob, region string) (*Spec, error) {
 	return s, nil
 }
 
+// distributionFlags are the sagemaker_*_enabled hyperparameters the
+// PyTorch container knows, with the estimator's distribution option each
+// comes from.
+var distributionFlags = map[string]string{
+	"sagemaker_mpi_enabled":                      "mpi",
+	"sagemaker_pytorch_ddp_enabled":              "pytorchddp",
+	"sagemaker_torch_distributed_enabled":        "torch_distributed",
+	"sagemaker_distributed_dataparallel_enabled": "smdistributed dataparallel",
+	"sagemaker_pytorch_xla_multi_worker_enabled": "pytorchxla",
+	// Flags of the same form that are not distributions.
+	"sagemaker_toolkit_native_launcher_enabled": "-",
+	"sagemaker_training_compiler_enabled":       "-",
+}
+
 // decodeDistribution picks the launcher the way PTK training.py does:
-// mpi > pytorch_ddp > torch_distributed > smdistributed dataparallel.
-func (s *Spec) decodeDistribution() {
+// mpi > pytorch_ddp > torch_distributed > smdistributed dataparallel. A
+// sagemaker_*_enabled flag the PyTorch container does not know (another
+// framework's, such as TensorFlow's parameter_server) is refused: the
+// toolkit would ignore it and run the script once per host, uncoordinated.
+func (s *Spec) decodeDistribution() error {
 	flag := func(k string) bool { v, ok := s.HyperParameters.Get(k); return ok && v.Truthy() }
+	for _, k := range s.HyperParameters.Keys() {
+		if strings.HasPrefix(k, "sagemaker_") && strings.HasSuffix(k, "_enabled") && distributionFlags[k] == "" && flag(k) {
+			return ClientErrorf("hyperparameter %s asks for a distribution the PyTorch container does not have; "+
+				"use distribution torch_distributed (sagemaker_torch_distributed_enabled), mpi (sagemaker_mpi_enabled), "+
+				"pytorchddp or smdistributed dataparallel (sagemaker_distributed_dataparallel_enabled), or none", k)
+		}
+	}
 	switch {
 	case flag("sagemaker_mpi_enabled"):
 		s.Dist, s.DistName = DistMPI, "mpi"
@@ -222,6 +248,7 @@ func (s *Spec) decodeDistribution() {
 	}
 	_, hasMP := s.HyperParameters.Get("mp_parameters")
 	s.ModelParallel = flag("sagemaker_mpi_enabled") && hasMP
+	return nil
 }
 
 func newChannel(ch sagebox.Channel, jobMode string) (Channel, error) {

@@ -332,6 +332,8 @@ func newEnvAt(t testing.TB, dir string, tweak ...func(*testConfig)) *env {
 			Python:            pyruntime.Interpreter{Path: testPython, Source: "test"},
 			SagemakerEndpoint: "http://127.0.0.1:9",
 			ShimCommand:       []string{os.Args[0], "exec-shim"},
+			// The tests' drivers run side by side: one set of master ports.
+			Ports: testPorts,
 			// Tests read finished jobs' workspaces.
 			KeepWorkspaces: time.Hour, KeepFailedWorkspaces: time.Hour,
 		},
@@ -343,6 +345,9 @@ func newEnvAt(t testing.TB, dir string, tweak ...func(*testConfig)) *env {
 	t.Cleanup(e.cleanup)
 	return e
 }
+
+// testPorts are the master ports of every test's jobs (see local.Ports).
+var testPorts = local.NewPorts()
 
 // testConfig is a runner's and its local driver's configuration together,
 // so that a test tweaks either in one function.

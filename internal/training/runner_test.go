@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/proc"
 )
 
 // End-to-end tests: a real Runner, the real object store, the real shim
@@ -123,6 +124,24 @@ func keys(m map[string]string) []string {
 	return out
 }
 
+// TestTorchrunNeedsAPythonEntryPoint: torch_distributed with a shell
+// script as entry point fails at launch, saying what torchrun needs.
+func TestTorchrunNeedsAPythonEntryPoint(t *testing.T) {
+	skipShort(t)
+	requirePython(t)
+	t.Parallel()
+	e := newEnv(t)
+	hps := e.putSource("shrun", map[string]string{"run.sh": "echo hi\n"})
+	hps["sagemaker_program"] = `"run.sh"`
+	hps["sagemaker_torch_distributed_enabled"] = "true"
+	e.submit(newTestJob("shrun", hps, withHosts(2)))
+	j := e.mem.waitEnd(t, "shrun", 60*time.Second)
+	want := "ClientError: torch_distributed needs a Python script as entry point (a .py file, and no setup.py); got run.sh"
+	if j.TrainingJobStatus != sagebox.StatusFailed || j.FailureReason != want {
+		t.Fatalf("status %s reason %q", j.TrainingJobStatus, j.FailureReason)
+	}
+}
+
 func TestJobFailures(t *testing.T) {
 	skipShort(t)
 	requirePython(t)
@@ -176,6 +195,12 @@ func TestJobFailures(t *testing.T) {
 				j.HyperParameters["sagemaker_submit_directory"] = `"s3://bkt/evil/sourcedir.tar.gz"`
 			},
 			reason: `ClientError: sourcedir s3://bkt/evil/sourcedir.tar.gz was refused: unsafe path in archive: "../escape.py" climbs out with ..`,
+		},
+		{
+			name:   "unknown distribution",
+			files:  map[string]string{"train.py": ""},
+			tweak:  func(j *sagebox.TrainingJob) { j.HyperParameters["sagemaker_parameter_server_enabled"] = "true" },
+			reason: "ClientError: hyperparameter sagemaker_parameter_server_enabled asks for a distribution the PyTorch container does not have",
 		},
 		{
 			name:   "mpi without mpirun",
@@ -370,7 +395,7 @@ const allReduceScript = `import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(t)
-print(f"rank {dist.get_rank()} of {dist.get_world_size()} on {os.environ['SM_CURRENT_HOST']}: sum {t.item()}", flush=True)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} on {os.environ['SM_CURRENT_HOST']} via {os.environ['MASTER_ADDR']}: sum {t.item()}", flush=True)
 if dist.get_rank() == 0:
     torch.save(t, os.path.join(os.environ["SM_MODEL_DIR"], "sum.pt"))
 dist.destroy_process_group()
@@ -390,7 +415,11 @@ func TestTorchDistributedTwoHosts(t *testing.T) {
 	if j.TrainingJobStatus != sagebox.StatusCompleted {
 		t.Fatalf("status %s: %s\nlogs:\n%s", j.TrainingJobStatus, j.FailureReason, logs)
 	}
-	for _, want := range []string{"rank 0 of 2 on algo-1: sum 3.0", "rank 1 of 2 on algo-2: sum 3.0"} {
+	via := "127.0.0.1"
+	if proc.CheckIsolation() == nil {
+		via = "algo-1" // torchrun's --master_addr, as on SageMaker
+	}
+	for _, want := range []string{"rank 0 of 2 on algo-1 via " + via + ": sum 3.0", "rank 1 of 2 on algo-2 via " + via + ": sum 3.0"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
@@ -590,7 +619,7 @@ func TestStopBeforeRecover(t *testing.T) {
 
 func TestMPITwoHosts(t *testing.T) {
 	skipShort(t)
-	requirePython(t)
+	requireTorch(t)
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		if os.Getenv("SAGEBOX_STRICT_TOOLS") == "1" {
 			t.Fatal("mpirun missing (SAGEBOX_STRICT_TOOLS=1)")
@@ -599,7 +628,16 @@ func TestMPITwoHosts(t *testing.T) {
 	}
 	t.Parallel()
 	e := newEnv(t)
-	script := "import os\nprint(f\"rank {os.environ['OMPI_COMM_WORLD_RANK']} of {os.environ['OMPI_COMM_WORLD_SIZE']} loss=0.{os.environ['OMPI_COMM_WORLD_RANK']};\")\n"
+	// Every rank runs on algo-1 (mpirun there starts them all) and finds
+	// the master by MASTER_ADDR, as a torch script under mpirun does.
+	script := `import os, socket, torch, torch.distributed as dist
+rank, size = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"])
+print(f"rank {rank} of {size} loss=0.{rank}; master {os.environ['MASTER_ADDR']} on {socket.gethostname()}", flush=True)
+dist.init_process_group("gloo", rank=rank, world_size=size)
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+print(f"rank {rank} sum {t.item()}", flush=True)
+`
 	hps := e.putSource("mpi", map[string]string{"train.py": script})
 	hps["sagemaker_mpi_enabled"] = "true"
 	hps["sagemaker_mpi_num_of_processes_per_host"] = "1"
@@ -609,10 +647,13 @@ func TestMPITwoHosts(t *testing.T) {
 	if j.TrainingJobStatus != sagebox.StatusCompleted {
 		t.Fatalf("status %s %q\nlogs:\n%s", j.TrainingJobStatus, j.FailureReason, logs)
 	}
-	for _, want := range []string{"rank 0 of 2 loss=0.0;", "rank 1 of 2 loss=0.1;", "algo-2 is an MPI worker"} {
+	for _, want := range []string{"rank 0 of 2 loss=0.0;", "rank 1 of 2 loss=0.1;", "algo-2 is an MPI worker", "rank 0 sum 3.0", "rank 1 sum 3.0"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
+	}
+	if proc.CheckIsolation() == nil && !strings.Contains(logs, "master algo-1 on algo-1") {
+		t.Errorf("the ranks do not see MASTER_ADDR=algo-1 on host algo-1:\n%s", logs)
 	}
 }
 

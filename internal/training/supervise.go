@@ -3,6 +3,7 @@ package training
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,6 +115,19 @@ func (jr *jobRun) pollHost(ctx context.Context, h *hostRun, stopping bool) {
 	if h.task == nil {
 		return
 	}
+	if name := h.tail.st.Capture.Unresolved; name != "" {
+		// torch.distributed retries a name that does not resolve until its
+		// timeout: end the host now (settle gives the reason).
+		if !h.termSent {
+			h.log.Warn("torch.distributed cannot resolve a host name; stopping the host", "name", name)
+			jr.note(ctx, []*hostRun{h}, "torch.distributed cannot resolve host name %q (it would retry until its timeout); stopping %s. This job's hosts are %s",
+				name, h.name, strings.Join(jr.spec.Hosts, ", "))
+		}
+		h.terminate()
+		if time.Since(h.termAt) > jr.r.cfg.StopGrace {
+			h.kill(time.Now())
+		}
+	}
 	select {
 	case <-h.task.Done():
 	default:
@@ -146,6 +160,12 @@ func (jr *jobRun) settle(ctx context.Context, h *hostRun, res driver.Result, for
 		if _, err := jr.r.driver.Settle(jr.job, h.index, ""); err != nil {
 			h.log.Warn("recording success failed", "err", err)
 		}
+	case h.tail.st.Capture.Unresolved != "":
+		text, err := jr.r.driver.Settle(jr.job, h.index, toolkit.UnresolvedHostError(h.tail.st.Capture.Unresolved, jr.spec.Hosts))
+		if err != nil {
+			h.log.Warn("writing output/failure failed", "err", err)
+		}
+		h.failure = toolkit.AlgorithmError(text)
 	case h.tail.st.Capture.Gloo:
 		// PTK treats this gloo teardown crash as success; so do we.
 		h.log.Warn("process exited with gloo::EnforceNotMet at teardown; treated as success, as the PyTorch toolkit does", "exit_code", res.ExitCode)

@@ -90,6 +90,13 @@ type Config struct {
 	// entry point) as an unprivileged user; the server must run as root
 	// and should call RestrictDataDir. Nil runs them as the server's user.
 	RunAs *RunAs
+	// Ports hands out jobs' MASTER_PORTs; nil means one of the driver's
+	// own. Drivers running side by side on one machine should share one.
+	Ports *Ports
+	// NoHostIsolation keeps every host process in the machine's own
+	// namespaces: host names then resolve only through libnss-wrapper (see
+	// toolkit.Names), as where the server is not root.
+	NoHostIsolation bool
 	// Environ is the environment jobs inherit (filtered by
 	// toolkit.BaseEnv). Nil means os.Environ().
 	Environ []string
@@ -108,10 +115,16 @@ type Driver struct {
 	mu   sync.Mutex
 	jobs map[string]*jobState
 
+	ports *Ports
+
 	uidMu sync.Mutex // held while a job's uid is chosen and its workspaces chowned
 
 	probeOnce sync.Once
 	torchVer  string
+
+	isoOnce  sync.Once
+	isoErr   error      // why host processes cannot have namespaces of their own
+	subnetMu sync.Mutex // held while a job's loopback subnet is chosen
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -126,6 +139,7 @@ type jobState struct {
 	kind       toolkit.EntryKind
 	installed  bool
 	port       int
+	names      toolkit.Names
 	nssWrapper string
 }
 
@@ -141,7 +155,11 @@ func New(cfg Config) *Driver {
 	if l == nil {
 		l = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: l, jobs: map[string]*jobState{}}
+	ports := cfg.Ports
+	if ports == nil {
+		ports = NewPorts()
+	}
+	return &Driver{cfg: cfg, log: l, jobs: map[string]*jobState{}, ports: ports}
 }
 
 // Files in a host's state directory (besides internal/proc's).
@@ -266,6 +284,7 @@ func (d *Driver) Prepare(ctx context.Context, job *driver.Job) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	d.ports.Release(job.Name)
 	d.mu.Lock()
 	delete(d.jobs, job.Name) // a new attempt
 	d.mu.Unlock()
@@ -385,6 +404,7 @@ func (d *Driver) Release(job *driver.Job, failed bool) {
 	if d.cfg.GPUs != nil {
 		d.cfg.GPUs.Release(gpuOwner(job.Name))
 	}
+	d.ports.Release(job.Name)
 	d.mu.Lock()
 	delete(d.jobs, job.Name)
 	d.mu.Unlock()
@@ -512,14 +532,8 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 		return nil, errors.New("local driver: Start before Install")
 	}
 	if st.port == 0 {
-		st.port = toolkit.FreePort()
-		// Only scripts that run once per host and find each other by name
-		// need the names to resolve; torchrun and mpirun rendezvous on
-		// 127.0.0.1, and torch's c10d store cannot start its server under
-		// nss_wrapper.
-		if job.Spec.Dist == toolkit.DistNone && len(job.Hosts) > 1 {
-			st.nssWrapper = toolkit.FindNSSWrapper()
-		}
+		st.port = d.ports.Claim(job.Name)
+		st.names, st.nssWrapper = d.names(job)
 	}
 	h := job.Hosts[host]
 	dir := hostStateDir(job, host)
@@ -534,7 +548,7 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	if cred != nil {
 		userDir = h.Workspace.Root
 	}
-	argv, passive, err := job.Spec.Command(st.kind, st.python, h, st.port, userDir)
+	argv, passive, err := job.Spec.Command(st.kind, st.python, h, st.names, st.port, userDir)
 	if err != nil {
 		return nil, err
 	}
@@ -550,16 +564,28 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	if err != nil {
 		return nil, err
 	}
-	hostsFile := ""
-	if st.nssWrapper != "" {
-		if hostsFile, err = toolkit.WriteHostsFile(userDir, job.Spec.Hosts); err != nil {
-			return nil, fmt.Errorf("write hosts file: %w", err)
-		}
-	}
 	pe := toolkit.Platform{
 		Base: toolkit.BaseEnv(d.environ()), Endpoint: d.cfg.SagemakerEndpoint, MasterPort: st.port,
 		RuntimeDir: d.cfg.RuntimeDir, TorchVersion: d.probeTorch(ctx), NumCPUs: runtime.NumCPU(),
-		NSSWrapper: st.nssWrapper, HostsFile: hostsFile,
+		Names: st.names,
+	}
+	ps := proc.Spec{
+		Path: argv[0], Args: argv[1:], Dir: h.Workspace.CodeDir(),
+		Detach: true, StateDir: dir, Supervisor: d.cfg.ShimCommand, Credential: cred,
+	}
+	switch st.names {
+	case toolkit.NamesOwnAddress:
+		// Its own /etc/hosts (the job's names, then the machine's) and its
+		// own host name, in namespaces the supervisor enters.
+		if ps.HostsFile, err = d.hostsFile(job); err != nil {
+			return nil, err
+		}
+		ps.Hostname = h.Name
+	case toolkit.NamesNSSWrapper:
+		pe.NSSWrapper = st.nssWrapper
+		if pe.NSSHostsFile, err = toolkit.WriteNSSHostsFile(userDir, job.Spec.Hosts); err != nil {
+			return nil, fmt.Errorf("write hosts file: %w", err)
+		}
 	}
 	if d.cfg.JobCredentials != nil {
 		pe.AccessKeyID, pe.SecretKey = d.cfg.JobCredentials(job.Spec.Name)
@@ -568,17 +594,14 @@ func (d *Driver) Start(ctx context.Context, job *driver.Job, host int) (driver.T
 	if cred != nil {
 		em["HOME"] = h.Workspace.Root // the user may have no home, or another's
 	}
-	env := toolkit.EnvironList(em)
+	ps.Env = toolkit.EnvironList(em)
 	if len(d.cfg.ShimCommand) == 0 {
 		return nil, errors.New("no shim command configured")
 	}
 	if err := statefile.WriteJSON(filepath.Join(dir, fileShim), rec); err != nil {
 		return nil, err
 	}
-	p, err := proc.Start(ctx, proc.Spec{
-		Path: argv[0], Args: argv[1:], Dir: h.Workspace.CodeDir(), Env: env,
-		Detach: true, StateDir: dir, Supervisor: d.cfg.ShimCommand, Credential: cred,
-	})
+	p, err := proc.Start(ctx, ps)
 	if err != nil {
 		return nil, err
 	}

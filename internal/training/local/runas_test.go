@@ -25,7 +25,7 @@ import (
 // probeScript tries what a job run as another user must not do, and
 // prints one line per probe: "NAME denied" or "NAME allowed". It writes
 // its model either way.
-const probeScript = `import os, sys
+const probeScript = `import os, socket, sys
 data = os.environ["PROBE_DATA"]
 other = os.environ["PROBE_OTHER"]
 chan = os.path.join(os.environ["SM_CHANNEL_TRAIN"], "data.csv")
@@ -47,6 +47,7 @@ if os.environ.get("PROBE_CHANNEL_WRITE"):
     probe("channelwrite", plant)
 print("channel", open(chan).read().strip(), flush=True)
 print("uid", os.getuid(), "home", os.environ.get("HOME"), flush=True)
+print("resolves", socket.gethostbyname(os.environ["SM_CURRENT_HOST"]), flush=True)
 cfg = os.path.join(sys.prefix, "pyvenv.cfg")
 if os.path.exists(cfg):
     import probemod
@@ -78,6 +79,11 @@ func TestRunAs(t *testing.T) {
 		}
 		if !strings.Contains(out, "home /") || !strings.Contains(out, "/algo-1\n") {
 			t.Errorf("HOME is not the workspace:\n%s", out)
+		}
+		// The job's /etc/hosts, root's, in a directory only root enters,
+		// is readable to the job's uid through the bind mount.
+		if !strings.Contains(out, "resolves 127.") || strings.Contains(out, "resolves 127.0.0.1") {
+			t.Errorf("algo-1 does not resolve to its own address for the job's uid:\n%s", out)
 		}
 	})
 	t.Run("one user", func(t *testing.T) {
