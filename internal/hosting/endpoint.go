@@ -541,5 +541,13 @@ func (ep *endpoint) adoptAll(ctx context.Context, e *sagebox.Endpoint) {
 	if e != nil {
 		ep.setState(e)
 	}
-	ep.retire(ctx, stale, false)
+	if len(stale) == 0 {
+		return
+	}
+	// Stopped beside the other endpoints' recovery; never published.
+	ep.m.wg.Add(1)
+	go func() {
+		defer ep.m.wg.Done()
+		ep.retire(ep.m.ctx, stale, false)
+	}()
 }

@@ -119,10 +119,11 @@ type fakeRoutes struct {
 	routes  map[string]*invoke.Route
 	pending map[string]int
 	sets    int
+	seen    map[string]bool // every instance id ever published
 }
 
 func newFakeRoutes() *fakeRoutes {
-	return &fakeRoutes{routes: map[string]*invoke.Route{}, pending: map[string]int{}}
+	return &fakeRoutes{routes: map[string]*invoke.Route{}, pending: map[string]int{}, seen: map[string]bool{}}
 }
 
 func (f *fakeRoutes) Set(ep string, r *invoke.Route) {
@@ -130,6 +131,11 @@ func (f *fakeRoutes) Set(ep string, r *invoke.Route) {
 	defer f.mu.Unlock()
 	f.routes[ep] = r
 	f.sets++
+	for _, v := range r.Variants {
+		for _, in := range v.Instances {
+			f.seen[in.ID] = true
+		}
+	}
 }
 
 func (f *fakeRoutes) Delete(ep string) {

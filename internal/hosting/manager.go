@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -293,12 +294,8 @@ func (m *Manager) Reserve(ctx context.Context, endpoint string, dep *sagebox.Dep
 	}
 	want := m.times(n)
 	if err := m.cfg.Capacity.TryReserve(capOwner(endpoint), want); err != nil {
-		what := "the endpoint"
-		if cur != nil {
-			what = "the update"
-		}
-		return nil, sagebox.Errorf(sagebox.ErrResourceLimit, "Endpoint %s cannot get the capacity for %d more instance(s): %s needs %s. %s. Lower InitialInstanceCount, delete endpoints or wait for training jobs to finish, or start the server with more --capacity-slots/--capacity-memory.",
-			endpoint, n, what, want, capacityReason(err))
+		return nil, sagebox.Errorf(sagebox.ErrResourceLimit, "Endpoint %s needs %d more instance(s) than it runs now (%s), and %s. Lower the instance counts, delete endpoints or wait for training jobs to finish, or start the server with larger --capacity-slots/--capacity-memory.",
+			endpoint, n, want, capacityReason(err))
 	}
 	m.mu.Lock()
 	m.credit[endpoint] = addR(m.credit[endpoint], want)
@@ -307,13 +304,17 @@ func (m *Manager) Reserve(ctx context.Context, endpoint string, dep *sagebox.Dep
 	return func() { once.Do(func() { m.giveCredit(endpoint, want) }) }, nil
 }
 
+// capacityReason says why the pool refused: more than the machine has,
+// or what holds the capacity now.
 func capacityReason(err error) string {
-	switch {
-	case errors.Is(err, capacity.ErrTooLarge):
-		return "That is more than the machine's capacity (" + err.Error() + ")"
-	default:
-		return "The machine's capacity is in use (" + err.Error() + ")"
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
 	}
+	if errors.Is(err, capacity.ErrTooLarge) {
+		return "that is more than the machine's capacity: " + msg
+	}
+	return "the machine's capacity is in use: " + msg
 }
 
 func (m *Manager) times(n int) capacity.Resources {
