@@ -474,6 +474,7 @@ func (ep *endpoint) drain(ctx context.Context, in *instance) {
 // teardown unpublishes the endpoint and stops every instance.
 func (ep *endpoint) teardown(ctx context.Context) {
 	ep.m.cfg.Routes.Delete(ep.name)
+	ep.adoptDisk(ctx, nil) // any this manager has not seen (no Recover yet)
 	ep.mu.Lock()
 	var all []*instance
 	for _, in := range ep.insts {
@@ -492,25 +493,38 @@ func (ep *endpoint) teardown(ctx context.Context) {
 	}
 }
 
-// stopAll stops every instance without the store (an endpoint with no
-// record).
-func (ep *endpoint) stopAll(ctx context.Context) {
-	ep.mu.Lock()
-	var all []*instance
-	for _, in := range ep.insts {
-		all = append(all, in)
+// adoptAll re-adopts the instances on disk this manager does not know
+// yet: those of e's current or pending fleets are kept, the rest (stale
+// generations; every one when e is nil or Deleting) are taken out of
+// service at once and stopped beside the caller.
+func (ep *endpoint) adoptAll(ctx context.Context, e *sagebox.Endpoint) {
+	stale := ep.adoptDisk(ctx, e)
+	if e != nil {
+		ep.setState(e)
 	}
-	ep.mu.Unlock()
-	ep.retire(ctx, all, false)
+	if len(stale) == 0 {
+		return
+	}
+	ep.m.wg.Add(1)
+	go func() {
+		defer ep.m.wg.Done()
+		ep.retire(ep.m.ctx, stale, false)
+	}()
 }
 
-// adoptAll re-adopts the instances on disk: those of e's current or
-// pending fleets are kept, the rest (stale generations) stopped at once.
-func (ep *endpoint) adoptAll(ctx context.Context, e *sagebox.Endpoint) {
+// adoptDisk adopts the unknown instances on disk and returns those that
+// are not valid for e, marked stopping (never published).
+func (ep *endpoint) adoptDisk(ctx context.Context, e *sagebox.Endpoint) []*instance {
 	dirs, _ := filepath.Glob(filepath.Join(ep.m.epDir(ep.name), "*", "*", "i-*"))
 	var stale []*instance
 	for _, dir := range dirs {
 		if _, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(dir)))); err != nil {
+			continue
+		}
+		ep.mu.Lock()
+		_, known := ep.insts[filepath.Base(dir)]
+		ep.mu.Unlock()
+		if known {
 			continue
 		}
 		in, err := ep.m.adopt(ctx, ep, dir)
@@ -538,16 +552,5 @@ func (ep *endpoint) adoptAll(ctx context.Context, e *sagebox.Endpoint) {
 		ep.mu.Unlock()
 		ep.log.Info("instance re-adopted", "instance", in.id, "variant", in.variant, "generation", in.gen(), "current", valid)
 	}
-	if e != nil {
-		ep.setState(e)
-	}
-	if len(stale) == 0 {
-		return
-	}
-	// Stopped beside the other endpoints' recovery; never published.
-	ep.m.wg.Add(1)
-	go func() {
-		defer ep.m.wg.Done()
-		ep.retire(ep.m.ctx, stale, false)
-	}()
+	return stale
 }

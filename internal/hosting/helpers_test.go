@@ -311,11 +311,18 @@ func (e *env) killAll() {
 }
 
 // tarGz packs files (name → content) as a model.tar.gz.
-func tarGz(t *testing.T, files map[string]string) []byte {
+func tarGz(t *testing.T, files map[string]string) []byte { return tarGzRoot(t, files, false) }
+
+// tarGzRoot is tarGz whose first entry is, with root, the directory "/"
+// (what the SageMaker SDK's repack writes).
+func tarGzRoot(t *testing.T, files map[string]string, root bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
+	if root {
+		tw.WriteHeader(&tar.Header{Name: "/", Mode: 0o755, Typeflag: tar.TypeDir})
+	}
 	for name, body := range files {
 		mode := int64(0o644)
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {

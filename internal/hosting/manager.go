@@ -426,10 +426,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			continue
 		}
 		m.log.Info("stopping the instances of an endpoint that no longer exists", "endpoint", d.Name())
-		ep := newEndpoint(m, d.Name())
-		ep.adoptAll(ctx, nil)
-		ep.stopAll(ctx)
-		os.RemoveAll(m.epDir(d.Name()))
+		newEndpoint(m, d.Name()).teardown(ctx)
 	}
 	return nil
 }

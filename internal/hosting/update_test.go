@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/capacity"
@@ -113,12 +114,31 @@ func TestCountsChangeInPlace(t *testing.T) {
 	if len(after) != 3 || len(e.routes.instances("ep")) != 3 || e.routes.get("ep").Variants[0].Weight != 0.5 {
 		t.Fatalf("after scaling up: pids %v route %+v", after, e.routes.get("ep"))
 	}
+	// Scaling down drains: an instance with a request in flight keeps
+	// running (out of the route) until it is answered.
+	e.routes.mu.Lock()
+	for id := range after {
+		e.routes.pending[id]++
+	}
+	e.routes.mu.Unlock()
 	if err := e.update("ep", deployment(variant("AllTraffic", m1, 1, 1))); err != nil {
 		t.Fatal(err)
 	}
 	e.wait("ep", "generation 3", func(x *sagebox.Endpoint) bool {
 		return x.EndpointStatus == sagebox.EndpointInService && x.Internal.Current.Generation == 3
 	})
+	waitFor(t, "surplus out of the route", func() bool { return len(e.routes.instances("ep")) == 1 })
+	time.Sleep(2 * time.Second)
+	for id, pid := range after {
+		if !alive(pid) {
+			t.Errorf("instance %s stopped with a request in flight", id)
+		}
+	}
+	e.routes.mu.Lock()
+	for id := range after {
+		e.routes.pending[id]--
+	}
+	e.routes.mu.Unlock()
 	waitFor(t, "two instances stopped", func() bool { return len(e.pids("ep")) == 1 && len(e.routes.instances("ep")) == 1 })
 	if a, err := e.routes.invoke("ep", 0); err != nil || a.Version != "v1" {
 		t.Errorf("invoke: %+v %v", a, err)
