@@ -31,6 +31,15 @@ type endpoint struct {
 	pending *sagebox.Deployment // what the endpoint moves to (for the route's Mode)
 	status  string
 	delWait []chan error
+
+	failures int // replacements that failed in a row (worker only)
+}
+
+// backoff is the pause before the next replacement attempt.
+func (ep *endpoint) backoff() time.Duration {
+	d := ep.m.cfg.RestartBackoff << min(ep.failures, 6)
+	ep.failures++
+	return min(d, time.Minute)
 }
 
 func newEndpoint(m *Manager, name string) *endpoint {
@@ -362,8 +371,9 @@ func (ep *endpoint) ensure(ctx context.Context, e *sagebox.Endpoint) {
 		starting = append(starting, insts...)
 		if err != nil {
 			if ctx.Err() == nil {
-				ep.log.Error("replace instance", "variant", v.VariantName, "error", err)
-				time.AfterFunc(ep.m.cfg.RestartBackoff, ep.poke)
+				d := ep.backoff()
+				ep.log.Error("replace instance", "variant", v.VariantName, "error", err, "retry_in", d)
+				time.AfterFunc(d, ep.poke)
 			}
 			break
 		}
@@ -373,9 +383,12 @@ func (ep *endpoint) ensure(ctx context.Context, e *sagebox.Endpoint) {
 		return
 	}
 	if bad != nil {
-		ep.log.Error("replacement instance failed", "instance", bad.id, "error", bad.err)
+		d := ep.backoff()
+		ep.log.Error("replacement instance failed", "instance", bad.id, "error", bad.err, "retry_in", d)
 		ep.retire(ctx, []*instance{bad}, false)
-		time.AfterFunc(ep.m.cfg.RestartBackoff, ep.poke)
+		time.AfterFunc(d, ep.poke)
+	} else {
+		ep.failures = 0
 	}
 	ep.storeCounts(ctx, cur.Generation)
 }

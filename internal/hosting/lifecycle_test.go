@@ -180,3 +180,31 @@ func TestKilledInstanceIsReplaced(t *testing.T) {
 		t.Errorf("endpoint holds %v, want 2 slots", got)
 	}
 }
+
+// A model server that exits before it is ready fails the endpoint with
+// its last output; one that takes longer than StartupTimeout fails it
+// saying so.
+func TestStartupFailuresSayWhy(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.StartupTimeout = 1500 * time.Millisecond })
+	uri := e.put("v1/model.tar.gz", tarGz(t, modelFiles("v1")))
+	bad := model("bad", uri)
+	bad.PrimaryContainer.Environment["SAGEMAKER_MODEL_SERVER_WORKERS"] = "lots"
+	if err := e.create("exits", deployment(variant("AllTraffic", bad, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	files := modelFiles("slow")
+	files["code/inference.py"] = "import time\n" + strings.Replace(inferencePy, "def model_fn(model_dir):", "def model_fn(model_dir):\n    time.sleep(30)", 1)
+	slow := e.put("slow/model.tar.gz", tarGz(t, files))
+	if err := e.create("slow", deployment(variant("AllTraffic", model("slow", slow), 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	ep := e.waitStatus("exits", sagebox.EndpointFailed)
+	if !strings.Contains(ep.FailureReason, "before it was ready") || !strings.Contains(ep.FailureReason, "SAGEMAKER_MODEL_SERVER_WORKERS") {
+		t.Errorf("exits: FailureReason = %q", ep.FailureReason)
+	}
+	ep = e.waitStatus("slow", sagebox.EndpointFailed)
+	if !strings.Contains(ep.FailureReason, "within 1.5s") {
+		t.Errorf("slow: FailureReason = %q", ep.FailureReason)
+	}
+	waitFor(t, "instances stopped", func() bool { return len(e.pids("exits"))+len(e.pids("slow")) == 0 })
+}

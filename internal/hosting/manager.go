@@ -142,11 +142,13 @@ type Config struct {
 	StartupTimeout time.Duration
 	// DrainTimeout bounds the wait for an old instance's requests to
 	// finish (default 1 minute); DrainGrace is the pause after the last
-	// one (default 100 ms); StopGrace the time from SIGTERM to SIGKILL
+	// one (default 500 ms: a request that picked the instance just before
+	// it left the route may not be counted yet); StopGrace the time from SIGTERM to SIGKILL
 	// (default 30 s).
 	DrainTimeout, DrainGrace, StopGrace time.Duration
-	// RestartBackoff is the pause before replacing an instance that
-	// could not be replaced (default 1 s).
+	// RestartBackoff is the first pause before replacing an instance
+	// again after a replacement failed (default 1 s); it doubles with
+	// each failure in a row, up to a minute.
 	RestartBackoff time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -186,7 +188,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.DrainTimeout = time.Minute
 	}
 	if cfg.DrainGrace <= 0 {
-		cfg.DrainGrace = 100 * time.Millisecond
+		cfg.DrainGrace = 500 * time.Millisecond
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 30 * time.Second
