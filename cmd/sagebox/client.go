@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
+	"github.com/aws/aws-sdk-go-v2/service/sagemakerruntime"
 	"github.com/spf13/cobra"
 )
 
@@ -27,6 +28,7 @@ const defaultEndpoint = "http://127.0.0.1:7070"
 type clients struct {
 	endpoint string
 	sm       *sagemaker.Client
+	rt       *sagemakerruntime.Client
 	logs     *cloudwatchlogs.Client
 	s3       *s3.Client
 }
@@ -72,7 +74,9 @@ func newClients(e *env, endpoint string) (*clients, error) {
 	return &clients{
 		endpoint: endpoint,
 		sm:       sagemaker.NewFromConfig(cfg),
-		logs:     cloudwatchlogs.NewFromConfig(cfg),
+		// InvokeEndpoint is not retried: a retry would run the model again.
+		rt:   sagemakerruntime.NewFromConfig(cfg, func(o *sagemakerruntime.Options) { o.RetryMaxAttempts = 1 }),
+		logs: cloudwatchlogs.NewFromConfig(cfg),
 		s3: s3.NewFromConfig(cfg, func(o *s3.Options) {
 			o.UsePathStyle = true
 			// Plain HTTP to loopback: checksums only where S3 requires them.

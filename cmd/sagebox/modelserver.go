@@ -25,6 +25,7 @@ import (
 type modelServerOptions struct {
 	modelDir      string
 	modelData     string
+	containers    string
 	host          string
 	port          int
 	listen        string
@@ -71,6 +72,25 @@ longer preempt other busy programs either, so next to them each request waits
 longer. With CPU workers the server sizes its Go scheduler to half the CPUs
 unless GOMAXPROCS is set.
 
+Multi-container models (--containers FILE, instead of --model-dir/--model-data):
+one server process for the containers of one SageMaker model, each with its own
+workers and its own configuration, read from its env over this process's
+environment. FILE is JSON:
+  {"mode": "Serial" | "Direct",
+   "containers": [{"hostname": "c1", "model_dir": "/abs/dir",
+                   "env": {"SAGEMAKER_PROGRAM": "inference.py"}}, ...]}
+with 1 to 15 containers (distinct hostnames). Serial is an inference pipeline:
+container N's answer (body and Content-Type) is container N+1's request; the
+client's Accept goes to the last container only (the others answer in their
+SAGEMAKER_DEFAULT_INVOCATIONS_ACCEPT, application/json by default); every
+container sees the client's other headers (custom attributes included) and,
+from Python, the client's request as context.original_request. Direct sends a
+request to the container its X-Amzn-SageMaker-Target-Container-Hostname header
+names (400 when it names none or an unknown one). A failed answer names its
+container in the X-Sagebox-Container response header; /ping is healthy once
+every container is, and /_sagebox/health names the container that is not.
+One container is served exactly as --model-dir would serve it.
+
 Listening: --host and --port (default $SAGEMAKER_BIND_TO_PORT, else 8080), or
 --listen HOST:PORT, or --listen unix:PATH for a Unix socket (a stale socket file
 left by a dead server is replaced; the file is removed at exit). Port 0 picks a
@@ -92,7 +112,8 @@ failed. The line is written once the socket is listening, so the parent may
 connect as soon as it has read it.`,
 		Example: `  sagebox model-server --model-dir ./model
   SAGEMAKER_TS_BATCH_SIZE=8 sagebox model-server --model-data model.tar.gz --port 8080
-  sagebox model-server --model-dir ./model --listen unix:/tmp/model.sock --ready-fd 3 3>ready.json`,
+  sagebox model-server --model-dir ./model --listen unix:/tmp/model.sock --ready-fd 3 3>ready.json
+  sagebox model-server --containers pipeline.json --port 8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runModelServer(cmd.Context(), cmd, getenv, &o)
@@ -105,6 +126,7 @@ connect as soon as it has read it.`,
 	f := cmd.Flags()
 	f.StringVar(&o.modelDir, "model-dir", "", "model directory (like /opt/ml/model)")
 	f.StringVar(&o.modelData, "model-data", "", "model.tar.gz to extract and serve instead of --model-dir")
+	f.StringVar(&o.containers, "containers", "", "JSON file of a multi-container model (serial pipeline or Direct), instead of --model-dir/--model-data")
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	f.IntVar(&o.port, "port", port, "port to listen on, 0 for a free one (default $SAGEMAKER_BIND_TO_PORT, else 8080)")
 	f.StringVar(&o.listen, "listen", "", "HOST:PORT or unix:PATH to listen on, instead of --host and --port")
@@ -137,7 +159,7 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	if err != nil {
 		return err
 	}
-	cfg, err := modelserver.ConfigFromEnv(getenv)
+	mode, hosts, cfgs, err := modelServerConfigs(getenv, o)
 	if err != nil {
 		return err
 	}
@@ -145,21 +167,23 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 	if err != nil {
 		return err
 	}
-	cfg.ModelDir, cfg.ModelData = o.modelDir, o.modelData
-	cfg.ServerVersion = modelServerVersion()
 	// Process-wide tuning depends on where the workers run, so the GPUs
-	// are counted here, once, and the count handed to the server.
-	if cfg.GPUs < 0 {
-		cfg.GPUs = modelserver.CountGPUs(ctx, os.LookupEnv)
-	}
+	// are counted here, once, and the count handed to the servers.
+	gpus := modelserver.CountGPUs(ctx, os.LookupEnv)
 	// Workers run under internal/proc's supervisor (this binary's hidden
 	// exec-shim), so nothing they fork outlives the server.
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable for the worker supervisor: %w", err)
 	}
-	cfg.Supervisor = []string{self, "exec-shim"}
-	srv, err := modelserver.New(cfg, logger)
+	for i := range cfgs {
+		cfgs[i].ServerVersion = modelServerVersion()
+		if cfgs[i].GPUs < 0 {
+			cfgs[i].GPUs = gpus
+		}
+		cfgs[i].Supervisor = []string{self, "exec-shim"}
+	}
+	srv, err := modelserver.NewGroup(mode, hosts, cfgs, logger)
 	if err != nil {
 		return err
 	}
@@ -208,7 +232,7 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 
 	// Process-wide tuning is the command's, not the library's: before the
 	// workers start, so that they inherit the scheduling policy.
-	tuning.apply(logger, cfg.GPUs)
+	tuning.apply(logger, gpus)
 
 	if err := srv.Start(ctx); err != nil {
 		stop()
@@ -232,6 +256,36 @@ func runModelServer(ctx context.Context, cmd *cobra.Command, getenv func(string)
 		return fmt.Errorf("serve: %w", err)
 	}
 	return stop()
+}
+
+// modelServerConfigs returns the model's mode, container hostnames and
+// one Config per container: from --containers FILE (each container's env
+// over the process's), or the one model of --model-dir/--model-data.
+func modelServerConfigs(getenv func(string) string, o *modelServerOptions) (string, []string, []modelserver.Config, error) {
+	if o.containers == "" {
+		cfg, err := modelserver.ConfigFromEnv(getenv)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		cfg.ModelDir, cfg.ModelData = o.modelDir, o.modelData
+		return "", []string{""}, []modelserver.Config{cfg}, nil
+	}
+	if o.modelDir != "" || o.modelData != "" {
+		return "", nil, nil, errors.New("give --containers or --model-dir/--model-data, not both")
+	}
+	f, err := modelserver.ReadContainersFile(o.containers)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cfgs, err := f.Configs(os.Environ())
+	if err != nil {
+		return "", nil, nil, err
+	}
+	hosts := make([]string, len(f.Containers))
+	for i, c := range f.Containers {
+		hosts[i] = c.Hostname
+	}
+	return f.Mode, hosts, cfgs, nil
 }
 
 // listenModelServer listens on HOST:PORT or unix:PATH and returns the

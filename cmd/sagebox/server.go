@@ -278,7 +278,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		StopGrace:     o.stopGrace,
 	}, db, logs, logger)
 
-	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID, MaxInstanceCount: maxHosts(pool, hostRes)}, db, logs, runner, logger)
+	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID, MaxInstanceCount: maxHosts(pool, hostRes)}, db, logs, runner, nil, logger)
 	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}
 	var auth router.Authenticator
 	if len(creds) > 0 {

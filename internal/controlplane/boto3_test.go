@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sagebox/sagebox"
 )
@@ -115,4 +116,73 @@ func TestBoto3(t *testing.T) {
 	})
 	check("stopped", got.Stopped, "Stopping")
 	check("stop again", got.StopAgain, "The request was rejected because the training job is in status Stopping.")
+}
+
+// TestBoto3Hosting runs testdata/boto3_hosting.py: the SageMaker SDK's
+// hosting call sequences (estimator.deploy, update_endpoint,
+// UpdateEndpointWeightsAndCapacities, delete_model, delete_endpoint,
+// PipelineModel.deploy) through botocore, with hosting faked to promote
+// each deployment 100 ms after it was asked for.
+func TestBoto3Hosting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python")
+	}
+	requireBoto3(t)
+	e := newEnv(t)
+	const name = "pytorch-training-2026-03-01-12-00-00-000"
+	e.ok(t, "SageMaker.CreateTrainingJob", validJob(name))
+	e.hosting.set(func(f *fakeHosting) { f.promoteAfter = 100 * time.Millisecond })
+
+	cmd := exec.Command(python, "testdata/boto3_hosting.py", e.srv.URL)
+	cmd.Env = append(os.Environ(), "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("boto3 script: %v\n%s", err, stderr.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(stdout, &got); err != nil {
+		t.Fatalf("script output %q: %v", stdout, err)
+	}
+	arn := func(kind, n string) string { return "arn:aws:sagemaker:us-east-1:123456789012:" + kind + "/" + n }
+	deployed := func(n string) map[string]any {
+		return map[string]any{
+			"duplicate_model": []any{"ValidationException", `Cannot create already existing model "` + arn("model", n) + `".`},
+			"arn":             arn("endpoint", n), "first_status": "Creating", "statuses": []any{"Creating", "InService"},
+			"config_name": n, "variants": []any{[]any{"AllTraffic", 1.0, 1.0}},
+		}
+	}
+	pipeline := deployed("pytorch-inference-2026-03-01-12-00-01-000")
+	pipeline["containers"], pipeline["has_primary"] = 2.0, false
+	variant := map[string]any{"VariantName": "AllTraffic", "ModelName": name, "InitialVariantWeight": 1.0, "InitialInstanceCount": 1.0, "InstanceType": "ml.m5.xlarge"}
+	want := map[string]any{
+		"deploy":        deployed(name),
+		"tags":          map[string]any{"model": []any{}, "endpoint-config": []any{}, "endpoint": []any{}, "training-job": []any{}},
+		"endpoint_tags": []any{map[string]any{"Key": "stage", "Value": "dev"}},
+		"update": map[string]any{
+			"models": []any{name}, "config_tags": []any{}, "arn": arn("endpoint", name), "first_status": "Updating",
+			"statuses": []any{"Updating", "InService"}, "config_name": name + "-2", "new_variants": []any{variant},
+		},
+		"weights":            map[string]any{"arn": arn("endpoint", name), "statuses": []any{"Updating", "InService"}, "variants": []any{[]any{"AllTraffic", 2.0}}},
+		"unknown_variant":    []any{"ValidationException", `The variant "Nope" is not present in endpoint "` + arn("endpoint", name) + `": its variants are AllTraffic.`},
+		"after_delete_model": "InService",
+		"gone":               `Could not find endpoint "` + arn("endpoint", name) + `".`,
+		"config_gone":        []any{"ValidationException", `Could not find endpoint configuration "` + arn("endpoint-config", name+"-2") + `".`},
+		"model_gone":         []any{"ValidationException", `Could not find model "` + arn("model", name) + `".`},
+		"old_config":         name,
+		"pipeline":           pipeline,
+		"listed":             []any{"pytorch-inference-2026-03-01-12-00-01-000"},
+		"models":             []any{"pytorch-inference-2026-03-01-12-00-01-000"},
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(got[k], w) {
+			t.Errorf("%s =\n %v\nwant\n %v", k, got[k], w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected %s = %v", k, got[k])
+		}
+	}
 }

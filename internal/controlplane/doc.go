@@ -14,6 +14,11 @@
 //	training_jobs.go      Create/Describe/StopTrainingJob
 //	training_list.go      ListTrainingJobs
 //	training_validate.go  what CreateTrainingJob accepts, and its defaults
+//	hosting.go            the Hosting interface; hosting's error messages
+//	models.go             Create/Describe/DeleteModel and what CreateModel accepts
+//	endpoint_configs.go   Create/Describe/DeleteEndpointConfig (variants kept as sent)
+//	endpoints.go          Create/Describe/Update/DeleteEndpoint, UpdateEndpointWeightsAndCapacities
+//	hosting_list.go       ListModels, ListEndpointConfigs, ListEndpoints
 //	tags.go               AddTags, DeleteTags, ListTags for every taggable kind
 //	logs.go               CreateLogGroup/Stream, PutLogEvents, DescribeLogGroups
 //	logs_read.go          DescribeLogStreams, GetLogEvents, FilterLogEvents
@@ -48,6 +53,29 @@
 //     space-delimited patterns are rejected (see logstore.Pattern).
 //   - Training job names are unique ignoring case, as their lower-cased ARNs
 //     are.
+//   - Models, endpoint configs and endpoints are unique ignoring case, each
+//     kind in its own name space (estimator.deploy gives all three one
+//     name). Missing ones answer ValidationException `Could not find
+//     endpoint "arn:…:endpoint/<lower-cased name>".` (model, endpoint
+//     configuration likewise), taken names `Cannot create already existing
+//     model "arn:…".`, as SageMaker does; the SageMaker SDK matches both.
+//   - DescribeEndpointConfig returns ProductionVariants exactly as
+//     CreateEndpointConfig received them (compacted): the SDK sends them
+//     back. Runtime weights and counts are only in DescribeEndpoint.
+//   - An endpoint deploys a snapshot of its config and models, so
+//     DeleteEndpointConfig and DeleteModel are allowed while it runs.
+//     Snapshot containers without ContainerHostname get "primary"
+//     (PrimaryContainer) or "container-<n>" (Containers); DescribeModel
+//     still shows the model as sent.
+//   - ModelDataUrl and ModelDataSource must be s3:// URIs in sagebox's
+//     object store. Mode MultiModel, ModelPackageName, serverless variants
+//     (no InstanceType) and ShadowProductionVariants are refused.
+//     UpdateEndpoint's RetainAllVariantProperties, DeploymentConfig and
+//     friends are accepted and ignored. ListEndpoints sorts by Name or
+//     CreationTime, not Status.
+//   - Without a Hosting (New's hosting nil) CreateEndpoint, UpdateEndpoint,
+//     UpdateEndpointWeightsAndCapacities and DeleteEndpoint answer 503
+//     ServiceUnavailable.
 //   - ListTags/AddTags/DeleteTags on an ARN that names no resource here
 //     (unknown name, kind, region, account or partition) answer
 //     ValidationException "Requested resource not found: <arn>.". AddTags

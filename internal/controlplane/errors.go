@@ -12,11 +12,12 @@ import (
 // Error codes that exist only on the wire; the domain's codes are in package
 // sagebox.
 const (
-	codeLogsNotFound      = "ResourceNotFoundException"
-	codeLogsInvalid       = "InvalidParameterException"
-	codeLogsAlreadyExists = "ResourceAlreadyExistsException"
-	codeRequestTooLarge   = "RequestEntityTooLargeException"
-	codeMethodNotAllowed  = "MethodNotAllowedException"
+	codeLogsNotFound       = "ResourceNotFoundException"
+	codeLogsInvalid        = "InvalidParameterException"
+	codeLogsAlreadyExists  = "ResourceAlreadyExistsException"
+	codeRequestTooLarge    = "RequestEntityTooLargeException"
+	codeMethodNotAllowed   = "MethodNotAllowedException"
+	codeServiceUnavailable = "ServiceUnavailable"
 )
 
 // internalMessage is all a client learns about an internal error.
@@ -32,6 +33,8 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case codeServiceUnavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusBadRequest
 	}

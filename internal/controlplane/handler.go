@@ -57,19 +57,23 @@ const (
 
 // Handler serves the SageMaker and CloudWatch Logs JSON APIs.
 type Handler struct {
-	cfg    Config
-	jobs   *metastore.DB
-	tags   TagStore
-	logs   *logstore.Store
-	runner Runner
-	logger *slog.Logger
-	ops    map[string]opFunc
+	cfg     Config
+	jobs    *metastore.DB
+	tags    TagStore
+	logs    *logstore.Store
+	runner  Runner
+	hosting Hosting
+	logger  *slog.Logger
+	ops     map[string]opFunc
 }
 
-// New returns a Handler backed by jobs (which also keeps the tags of every
-// taggable resource) and logs that hands jobs to runner. A nil logger means
+// New returns a Handler backed by jobs (which also keeps models, endpoint
+// configs, endpoints and the tags of every taggable resource) and logs
+// that hands training jobs to runner and endpoints to hosting. A nil
+// hosting serves models and endpoint configs but answers the operations
+// that change endpoints with ServiceUnavailable. A nil logger means
 // slog.Default().
-func New(cfg Config, jobs *metastore.DB, logs *logstore.Store, runner Runner, logger *slog.Logger) *Handler {
+func New(cfg Config, jobs *metastore.DB, logs *logstore.Store, runner Runner, hosting Hosting, logger *slog.Logger) *Handler {
 	if cfg.Region == "" {
 		cfg.Region = DefaultRegion
 	}
@@ -89,12 +93,13 @@ func New(cfg Config, jobs *metastore.DB, logs *logstore.Store, runner Runner, lo
 		logger = slog.Default()
 	}
 	h := &Handler{
-		cfg:    cfg,
-		jobs:   jobs,
-		tags:   jobs,
-		logs:   logs,
-		runner: runner,
-		logger: logger.With(slog.String("system", "controlplane")),
+		cfg:     cfg,
+		jobs:    jobs,
+		tags:    jobs,
+		logs:    logs,
+		runner:  runner,
+		hosting: hosting,
+		logger:  logger.With(slog.String("system", "controlplane")),
 	}
 	h.ops = h.routes()
 	return h

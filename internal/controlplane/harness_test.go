@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sagebox/sagebox"
 	"github.com/sagebox/sagebox/internal/controlplane"
 	"github.com/sagebox/sagebox/internal/logstore"
 	"github.com/sagebox/sagebox/internal/metastore"
@@ -69,6 +70,114 @@ func (f *fakeRunner) calls() (submitted, stopped []string) {
 	return slices.Clone(f.submitted), slices.Clone(f.stopped)
 }
 
+// fakeHosting is a controlplane.Hosting that records its calls. With
+// autoPromote, Deploy promotes the endpoint's pending deployment at once
+// (as hosting does when every instance answers /ping), filling the
+// variants' runtime summaries; Delete removes the record. ReserveErr, when
+// set, refuses every reservation.
+type fakeHosting struct {
+	db    *metastore.DB
+	clock *testClock
+
+	mu          sync.Mutex
+	autoPromote bool
+	// promoteAfter, when set, promotes that long after Deploy returned.
+	promoteAfter time.Duration
+	ReserveErr   error
+	DeployErr    error
+	// OnReserve runs inside Reserve (outside the lock), e.g. to simulate a
+	// concurrent request.
+	OnReserve func()
+	reserved  []*sagebox.Deployment
+	released  int
+	deployed  []string
+	deleted   []string
+}
+
+var _ controlplane.Hosting = (*fakeHosting)(nil)
+
+func (f *fakeHosting) set(fn func(*fakeHosting)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeHosting) Reserve(_ context.Context, _ string, dep *sagebox.Deployment) (func(), error) {
+	f.mu.Lock()
+	hook := f.OnReserve
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ReserveErr != nil {
+		return nil, f.ReserveErr
+	}
+	f.reserved = append(f.reserved, dep)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.released++
+			f.mu.Unlock()
+		})
+	}, nil
+}
+
+func (f *fakeHosting) Deploy(ctx context.Context, endpoint string) error {
+	f.mu.Lock()
+	f.deployed = append(f.deployed, endpoint)
+	promote, deployErr, after := f.autoPromote, f.DeployErr, f.promoteAfter
+	f.mu.Unlock()
+	if deployErr != nil {
+		return deployErr
+	}
+	if after > 0 {
+		// The test may be over by then; the error is of no interest.
+		time.AfterFunc(after, func() { _ = f.promote(context.Background(), endpoint) })
+		return nil
+	}
+	if promote {
+		return f.promote(ctx, endpoint)
+	}
+	return nil
+}
+
+// promote does what hosting does once the pending deployment serves.
+func (f *fakeHosting) promote(ctx context.Context, endpoint string) error {
+	_, err := f.db.UpdateEndpoint(ctx, endpoint, func(e *sagebox.Endpoint) error {
+		if e.Internal.Pending == nil {
+			return nil
+		}
+		if e.Promote(f.clock.Now(), e.Internal.Pending.Generation) {
+			e.ProductionVariants = nil
+			for _, v := range e.Internal.Current.Variants {
+				e.ProductionVariants = append(e.ProductionVariants, sagebox.ProductionVariantSummary{
+					VariantName: v.VariantName, CurrentWeight: v.Weight, DesiredWeight: v.Weight,
+					CurrentInstanceCount: v.InstanceCount, DesiredInstanceCount: v.InstanceCount,
+				})
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+func (f *fakeHosting) Delete(ctx context.Context, endpoint string) error {
+	f.mu.Lock()
+	f.deleted = append(f.deleted, endpoint)
+	f.mu.Unlock()
+	return f.db.DeleteEndpoint(ctx, endpoint)
+}
+
+// calls returns what the fake saw so far.
+func (f *fakeHosting) calls() (reserved []*sagebox.Deployment, released int, deployed, deleted []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reserved), f.released, slices.Clone(f.deployed), slices.Clone(f.deleted)
+}
+
 // testClock is a settable clock.
 type testClock struct {
 	mu  sync.Mutex
@@ -89,11 +198,12 @@ func (c *testClock) Advance(d time.Duration) {
 
 // env is a Handler on fresh stores behind an httptest server.
 type env struct {
-	jobs   *metastore.DB
-	logs   *logstore.Store
-	runner *fakeRunner
-	clock  *testClock
-	srv    *httptest.Server
+	jobs    *metastore.DB
+	logs    *logstore.Store
+	runner  *fakeRunner
+	hosting *fakeHosting
+	clock   *testClock
+	srv     *httptest.Server
 }
 
 // startTime is the clock's initial reading in every test.
@@ -113,9 +223,9 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	logs.Now = clock.Now
-	e := &env{jobs: jobs, logs: logs, runner: &fakeRunner{}, clock: clock}
+	e := &env{jobs: jobs, logs: logs, runner: &fakeRunner{}, hosting: &fakeHosting{db: jobs, clock: clock}, clock: clock}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := controlplane.New(controlplane.Config{Now: clock.Now}, jobs, logs, e.runner, logger)
+	h := controlplane.New(controlplane.Config{Now: clock.Now}, jobs, logs, e.runner, e.hosting, logger)
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(func() {
 		e.srv.Close()

@@ -9,6 +9,23 @@ func (h *Handler) routes() map[string]opFunc {
 		sageMakerPrefix + "ListTrainingJobs":    op(h.listTrainingJobs),
 		sageMakerPrefix + "StopTrainingJob":     op(h.stopTrainingJob),
 
+		sageMakerPrefix + "CreateModel":   op(h.createModel),
+		sageMakerPrefix + "DescribeModel": op(h.describeModel),
+		sageMakerPrefix + "ListModels":    op(h.listModels),
+		sageMakerPrefix + "DeleteModel":   op(h.deleteModel),
+
+		sageMakerPrefix + "CreateEndpointConfig":   op(h.createEndpointConfig),
+		sageMakerPrefix + "DescribeEndpointConfig": op(h.describeEndpointConfig),
+		sageMakerPrefix + "ListEndpointConfigs":    op(h.listEndpointConfigs),
+		sageMakerPrefix + "DeleteEndpointConfig":   op(h.deleteEndpointConfig),
+
+		sageMakerPrefix + "CreateEndpoint":                     op(h.createEndpoint),
+		sageMakerPrefix + "DescribeEndpoint":                   op(h.describeEndpoint),
+		sageMakerPrefix + "ListEndpoints":                      op(h.listEndpoints),
+		sageMakerPrefix + "UpdateEndpoint":                     op(h.updateEndpoint),
+		sageMakerPrefix + "UpdateEndpointWeightsAndCapacities": op(h.updateEndpointWeightsAndCapacities),
+		sageMakerPrefix + "DeleteEndpoint":                     op(h.deleteEndpoint),
+
 		sageMakerPrefix + "AddTags":    op(h.addTags),
 		sageMakerPrefix + "DeleteTags": op(h.deleteTags),
 		sageMakerPrefix + "ListTags":   op(h.listTags),

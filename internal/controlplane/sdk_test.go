@@ -219,3 +219,99 @@ func TestAWSSDKLogs(t *testing.T) {
 		t.Errorf("missing group: %v", err)
 	}
 }
+
+// TestAWSSDKHosting drives the hosting operations through aws-sdk-go-v2,
+// whose typed deserialisers refuse a response member of the wrong shape.
+func TestAWSSDKHosting(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sm := sagemaker.NewFromConfig(e.sdkConfig())
+	e.hosting.set(func(f *fakeHosting) { f.autoPromote = true })
+
+	if _, err := sm.CreateModel(ctx, &sagemaker.CreateModelInput{
+		ModelName:        aws.String("go-model"),
+		ExecutionRoleArn: aws.String("arn:aws:iam::123456789012:role/SageMakerRole"),
+		Containers: []smtypes.ContainerDefinition{
+			{ContainerHostname: aws.String("pre"), ModelDataUrl: aws.String("s3://b/pre.tar.gz"), Environment: map[string]string{"SAGEMAKER_PROGRAM": "pre.py"}},
+			{ContainerHostname: aws.String("main"), ModelDataSource: &smtypes.ModelDataSource{S3DataSource: &smtypes.S3ModelDataSource{
+				S3Uri: aws.String("s3://b/main/"), S3DataType: smtypes.S3ModelDataTypeS3Prefix, CompressionType: smtypes.ModelCompressionTypeNone}}},
+		},
+		InferenceExecutionConfig: &smtypes.InferenceExecutionConfig{Mode: smtypes.InferenceExecutionModeDirect},
+		Tags:                     []smtypes.Tag{{Key: aws.String("team"), Value: aws.String("ml")}},
+	}); err != nil {
+		t.Fatalf("CreateModel: %v", err)
+	}
+	m, err := sm.DescribeModel(ctx, &sagemaker.DescribeModelInput{ModelName: aws.String("go-model")})
+	if err != nil {
+		t.Fatalf("DescribeModel: %v", err)
+	}
+	if len(m.Containers) != 2 || m.InferenceExecutionConfig.Mode != smtypes.InferenceExecutionModeDirect ||
+		m.Containers[1].ModelDataSource.S3DataSource.S3DataType != smtypes.S3ModelDataTypeS3Prefix || !m.CreationTime.Equal(startTime()) {
+		t.Errorf("DescribeModel = %+v", m)
+	}
+	if _, err := sm.CreateEndpointConfig(ctx, &sagemaker.CreateEndpointConfigInput{
+		EndpointConfigName: aws.String("go-config"),
+		ProductionVariants: []smtypes.ProductionVariant{{
+			VariantName: aws.String("AllTraffic"), ModelName: aws.String("go-model"), InitialInstanceCount: aws.Int32(2),
+			InstanceType: smtypes.ProductionVariantInstanceTypeMlM5Large, InitialVariantWeight: aws.Float32(0.5),
+		}},
+	}); err != nil {
+		t.Fatalf("CreateEndpointConfig: %v", err)
+	}
+	c, err := sm.DescribeEndpointConfig(ctx, &sagemaker.DescribeEndpointConfigInput{EndpointConfigName: aws.String("go-config")})
+	if err != nil {
+		t.Fatalf("DescribeEndpointConfig: %v", err)
+	}
+	if v := c.ProductionVariants; len(v) != 1 || aws.ToInt32(v[0].InitialInstanceCount) != 2 || aws.ToFloat32(v[0].InitialVariantWeight) != 0.5 || v[0].VolumeSizeInGB != nil {
+		t.Errorf("DescribeEndpointConfig variants = %+v", v)
+	}
+	ep, err := sm.CreateEndpoint(ctx, &sagemaker.CreateEndpointInput{EndpointName: aws.String("go-endpoint"), EndpointConfigName: aws.String("go-config")})
+	if err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	d, err := sm.DescribeEndpoint(ctx, &sagemaker.DescribeEndpointInput{EndpointName: aws.String("go-endpoint")})
+	if err != nil {
+		t.Fatalf("DescribeEndpoint: %v", err)
+	}
+	if d.EndpointStatus != smtypes.EndpointStatusInService || aws.ToString(d.EndpointArn) != aws.ToString(ep.EndpointArn) ||
+		len(d.ProductionVariants) != 1 || aws.ToInt32(d.ProductionVariants[0].CurrentInstanceCount) != 2 || aws.ToFloat32(d.ProductionVariants[0].CurrentWeight) != 0.5 {
+		t.Errorf("DescribeEndpoint = %+v", d)
+	}
+	if _, err := sm.UpdateEndpointWeightsAndCapacities(ctx, &sagemaker.UpdateEndpointWeightsAndCapacitiesInput{
+		EndpointName:                aws.String("go-endpoint"),
+		DesiredWeightsAndCapacities: []smtypes.DesiredWeightAndCapacity{{VariantName: aws.String("AllTraffic"), DesiredInstanceCount: aws.Int32(1)}},
+	}); err != nil {
+		t.Fatalf("UpdateEndpointWeightsAndCapacities: %v", err)
+	}
+	list, err := sm.ListEndpoints(ctx, &sagemaker.ListEndpointsInput{StatusEquals: smtypes.EndpointStatusInService})
+	if err != nil || len(list.Endpoints) != 1 || list.Endpoints[0].LastModifiedTime == nil {
+		t.Errorf("ListEndpoints = %+v, %v", list, err)
+	}
+	models, err := sm.ListModels(ctx, &sagemaker.ListModelsInput{})
+	if err != nil || len(models.Models) != 1 {
+		t.Errorf("ListModels = %+v, %v", models, err)
+	}
+	configs, err := sm.ListEndpointConfigs(ctx, &sagemaker.ListEndpointConfigsInput{NameContains: aws.String("go")})
+	if err != nil || len(configs.EndpointConfigs) != 1 {
+		t.Errorf("ListEndpointConfigs = %+v, %v", configs, err)
+	}
+	tags, err := sm.ListTags(ctx, &sagemaker.ListTagsInput{ResourceArn: aws.String("arn:aws:sagemaker:us-east-1:123456789012:model/go-model")})
+	if err != nil || len(tags.Tags) != 1 || aws.ToString(tags.Tags[0].Key) != "team" {
+		t.Errorf("ListTags = %+v, %v", tags, err)
+	}
+	if _, err := sm.DeleteEndpoint(ctx, &sagemaker.DeleteEndpointInput{EndpointName: aws.String("go-endpoint")}); err != nil {
+		t.Fatalf("DeleteEndpoint: %v", err)
+	}
+	_, err = sm.DescribeEndpoint(ctx, &sagemaker.DescribeEndpointInput{EndpointName: aws.String("go-endpoint")})
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationException" ||
+		apiErr.ErrorMessage() != `Could not find endpoint "arn:aws:sagemaker:us-east-1:123456789012:endpoint/go-endpoint".` {
+		t.Errorf("DescribeEndpoint after delete: %v", err)
+	}
+	if _, err := sm.DeleteEndpointConfig(ctx, &sagemaker.DeleteEndpointConfigInput{EndpointConfigName: aws.String("go-config")}); err != nil {
+		t.Errorf("DeleteEndpointConfig: %v", err)
+	}
+	if _, err := sm.DeleteModel(ctx, &sagemaker.DeleteModelInput{ModelName: aws.String("go-model")}); err != nil {
+		t.Errorf("DeleteModel: %v", err)
+	}
+}

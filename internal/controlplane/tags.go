@@ -39,7 +39,10 @@ type existsFunc func(ctx context.Context, name string) (bool, error)
 // h.arn(kind, name) builds, and its Delete drops them.
 func (h *Handler) taggable() map[string]existsFunc {
 	return map[string]existsFunc{
-		"training-job": h.trainingJobExists,
+		kindTrainingJob:    h.trainingJobExists,
+		kindModel:          h.modelExists,
+		kindEndpointConfig: h.endpointConfigExists,
+		kindEndpoint:       h.endpointExists,
 	}
 }
 

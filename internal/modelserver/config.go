@@ -43,8 +43,19 @@ type Config struct {
 	// directory under CacheDir that Shutdown removes.
 	ModelData string
 
-	// Program is SAGEMAKER_PROGRAM, the user module in <model>/code.
+	// Program is SAGEMAKER_PROGRAM, the user module in the code directory.
 	Program string
+	// CodeDir is the user code's directory; empty means <model>/code.
+	// ConfigFromEnv sets it from SAGEMAKER_SUBMIT_DIRECTORY when that names
+	// a local directory (see codeDirFromSubmit).
+	CodeDir string
+	// OriginalRequest makes the workers receive each request's original
+	// (Request.Original, else the request itself) next to the request:
+	// a serial pipeline's stages after the first (context.original_request).
+	OriginalRequest bool
+	// Container is the container's hostname in a multi-container model,
+	// for logs; empty for a single model.
+	Container string
 	// Workers is the number of worker processes; 0 means one per visible
 	// GPU, or one per CPU when there is none.
 	Workers int
@@ -143,6 +154,7 @@ func DefaultConfig() Config {
 // pin the others (or the worker count) to defaults.
 //
 //	SAGEMAKER_PROGRAM                     user module (default inference.py)
+//	SAGEMAKER_SUBMIT_DIRECTORY            code directory when a local path (else <model>/code)
 //	SAGEMAKER_MODEL_SERVER_WORKERS        worker processes
 //	SAGEMAKER_TS_RESPONSE_TIMEOUT,
 //	SAGEMAKER_MODEL_SERVER_TIMEOUT,
@@ -210,6 +222,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if v := strings.TrimSpace(getenv("SAGEMAKER_PROGRAM")); v != "" {
 		c.Program = v
 	}
+	c.CodeDir = codeDirFromSubmit(getenv("SAGEMAKER_SUBMIT_DIRECTORY"))
 	posInt(&c.Workers, "SAGEMAKER_MODEL_SERVER_WORKERS")
 	duration(&c.RequestTimeout, time.Second, "seconds", false,
 		"SAGEMAKER_TS_RESPONSE_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT", "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS")
@@ -267,6 +280,26 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("invalid model server configuration: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// codeDirFromSubmit maps SAGEMAKER_SUBMIT_DIRECTORY to Config.CodeDir.
+// Unset, SageMaker's /opt/ml/model/code (what the SDK sets for repacked
+// models) and a URL such as s3://bucket/sourcedir.tar.gz (framework ≤ 1.1:
+// whoever prepares the model directory extracts it into <model>/code, as
+// sagebox's endpoint hosting does) all mean <model>/code, returned as "".
+// Anything else is a local directory (file:// stripped), checked at Start.
+func codeDirFromSubmit(v string) string {
+	v = strings.TrimSpace(v)
+	if p, ok := strings.CutPrefix(v, "file://"); ok {
+		v = p
+	}
+	switch {
+	case v == "", strings.Contains(v, "://"):
+		return ""
+	case strings.TrimRight(v, "/") == "/opt/ml/model/code":
+		return ""
+	}
+	return v
 }
 
 // Port returns SAGEMAKER_BIND_TO_PORT, or DefaultPort when it is unset.

@@ -16,11 +16,14 @@ func (s *Server) healthChanged() {
 
 // WorkerStatus describes one worker slot.
 type WorkerStatus struct {
-	ID       int         `json:"id"`
-	GPU      int         `json:"gpu_id"`
-	PID      int         `json:"pid,omitempty"`
-	State    WorkerState `json:"state"`
-	Restarts int         `json:"restarts"`
+	ID int `json:"id"`
+	// Container is the worker's container's hostname in a multi-container
+	// model; empty otherwise.
+	Container string      `json:"container,omitempty"`
+	GPU       int         `json:"gpu_id"`
+	PID       int         `json:"pid,omitempty"`
+	State     WorkerState `json:"state"`
+	Restarts  int         `json:"restarts"`
 	// LastError is why the worker last failed, if it has.
 	LastError string `json:"last_error,omitempty"`
 }
@@ -35,6 +38,9 @@ type Health struct {
 	// Message explains a server that is not ready.
 	Message string         `json:"message,omitempty"`
 	Workers []WorkerStatus `json:"workers"`
+	// Containers is each container's health in a multi-container model
+	// (Serial, Direct); empty for a single model.
+	Containers []ContainerHealth `json:"containers,omitempty"`
 	// Err is set when the model cannot be served as things stand: Start
 	// failed, or a worker's last attempt to load the model failed (it keeps
 	// retrying with backoff).

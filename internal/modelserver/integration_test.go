@@ -346,6 +346,14 @@ func TestPythonModelFnFails(t *testing.T) {
 	if r := ts.do(t, "GET", "/ping", ""); r.code != 500 || !strings.Contains(r.body, "weights.bin is missing") {
 		t.Fatalf("ping: %d %s", r.code, r.body)
 	}
+	// A parent polling over a socket reads model_fn's error from the
+	// health route's message.
+	var h Health
+	r := ts.do(t, "GET", pathHealth, "")
+	if err := json.Unmarshal([]byte(r.body), &h); err != nil || h.Ready ||
+		!strings.Contains(h.Message, "FileNotFoundError: weights.bin is missing from") {
+		t.Fatalf("health: %d %s", r.code, r.body)
+	}
 }
 
 // A status a handler sets through the context is its answer: the body,

@@ -15,7 +15,9 @@ import (
 type call struct {
 	// req.Body aliases the HTTP server's request buffer: it stays valid
 	// because invoke does not return while a worker may still read it.
-	req      wire.Request
+	req wire.Request
+	// orig is req.Original's storage when the server sends originals.
+	orig     wire.Original
 	enqueued time.Time
 	// conn is the client's connection when the HTTP server exposes its
 	// socket (nil otherwise), to see whether the client is still there.
@@ -57,6 +59,21 @@ func (s *Server) Invoke(ctx context.Context, req *Request, resp *Response) error
 	defer s.release(c)
 	c.req.Body, c.req.ContentType, c.req.Accept, c.req.Headers = req.Body, req.ContentType, req.Accept, req.Headers
 	c.conn = req.Conn
+	if s.cfg.OriginalRequest {
+		if o := req.Original; o != nil {
+			c.orig = *o
+		} else {
+			c.orig = wire.Original{ContentType: req.ContentType, Accept: req.Accept, Body: req.Body}
+		}
+		c.req.Original = &c.orig
+	}
+	if int64(len(req.Body)) > s.cfg.MaxPayload {
+		// The HTTP server enforces the limit on clients; this is a
+		// pipeline's previous stage answering more than this one takes.
+		return errorf(http.StatusRequestEntityTooLarge, TypePayloadTooLarge,
+			"the request body of %d bytes exceeds this container's limit of %d bytes (SAGEMAKER_MAX_PAYLOAD_IN_MB)",
+			len(req.Body), s.cfg.MaxPayload)
+	}
 	if e := s.invoke(ctx, c); e != nil {
 		return e
 	}

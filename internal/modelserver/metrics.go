@@ -2,19 +2,26 @@ package modelserver
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 )
 
 // metrics are the server's Prometheus metrics, in a registry of its own so
 // that several servers can live in one process.
 type metrics struct {
 	reg *prometheus.Registry
+	// gatherer is what the handler serves: reg, or for a multi-container
+	// model reg merged with its containers' (Group).
+	gatherer prometheus.Gatherer
 
 	requests     *prometheus.CounterVec
 	codeCounters sync.Map // int → prometheus.Counter
@@ -41,7 +48,8 @@ func newMetrics(queueDepth, workersLoaded func() float64, maxBatch int) *metrics
 	}
 	batchBuckets = append(batchBuckets, float64(maxBatch))
 	m := &metrics{
-		reg: reg,
+		reg:      reg,
+		gatherer: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "sagebox", Subsystem: "model", Name: "requests_total",
 			Help: "Invocations answered, by HTTP status code.",
@@ -85,5 +93,53 @@ func (m *metrics) observeRequest(code int, d time.Duration) {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// perContainer are the metrics a multi-container model reports per
+// container (labelled container="<hostname>"); the model's own registry
+// keeps the rest: invocations, latency, and queue depth and loaded workers
+// summed over the containers.
+var perContainer = map[string]bool{
+	"sagebox_model_queue_seconds":         true,
+	"sagebox_model_worker_seconds":        true,
+	"sagebox_model_handler_seconds":       true,
+	"sagebox_model_batch_size":            true,
+	"sagebox_model_worker_restarts_total": true,
+}
+
+// filteredGatherer gathers the families of g that keep names, with the
+// label container=host added when host is set.
+type filteredGatherer struct {
+	g    prometheus.Gatherer
+	keep func(name string) bool
+	host string
+}
+
+func (f filteredGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := f.g.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if !f.keep(mf.GetName()) {
+			continue
+		}
+		if f.host != "" {
+			for _, m := range mf.Metric {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("container"), Value: proto.String(f.host)})
+				slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+			}
+		}
+		out = append(out, mf)
+	}
+	return out, err
+}
+
+// groupGatherer merges a multi-container model's registry with its
+// containers' per-container metrics.
+func groupGatherer(own *prometheus.Registry, hosts []string, regs []*prometheus.Registry) prometheus.Gatherer {
+	gs := prometheus.Gatherers{filteredGatherer{g: own, keep: func(n string) bool { return !perContainer[n] }}}
+	for i, r := range regs {
+		gs = append(gs, filteredGatherer{g: r, keep: func(n string) bool { return perContainer[n] }, host: hosts[i]})
+	}
+	return gs
 }

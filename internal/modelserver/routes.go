@@ -89,6 +89,10 @@ type Request struct {
 	ContentType string
 	Accept      string
 	Headers     []wire.Header
+	// Original is the request the model server received, when this one
+	// is a later stage's of a serial pipeline (Serial sets it); nil means
+	// the request is its own original.
+	Original *wire.Original
 	// Conn is the client's connection when the HTTP server exposes its
 	// socket (nil otherwise), to see whether the client is still there.
 	Conn syscall.Conn

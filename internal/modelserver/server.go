@@ -75,6 +75,7 @@ type Server struct {
 
 	// Set by Start before workers run; read-only afterwards.
 	modelDir    string
+	codeDir     string
 	python      string
 	workerEnv   []string
 	workerCount int
@@ -115,7 +116,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:     cfg,
-		logger:  logger.With("system", "modelserver"),
+		logger:  serverLogger(logger, cfg.Container),
 		ctx:     ctx,
 		cancel:  cancel,
 		phase:   PhaseNew,
@@ -227,6 +228,16 @@ func (s *Server) prepare(ctx context.Context) error {
 	if st, err := os.Stat(s.modelDir); err != nil || !st.IsDir() {
 		return fmt.Errorf("model directory %s: not a directory", s.modelDir)
 	}
+	s.codeDir = filepath.Join(s.modelDir, "code")
+	if cfg.CodeDir != "" {
+		if s.codeDir, err = filepath.Abs(cfg.CodeDir); err != nil {
+			return fmt.Errorf("resolve code dir: %w", err)
+		}
+		if st, err := os.Stat(s.codeDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("SAGEMAKER_SUBMIT_DIRECTORY=%s: not a directory (a local directory holding the code; "+
+				"leave it unset, or set it to /opt/ml/model/code, for the model's code/)", cfg.CodeDir)
+		}
+	}
 
 	getenv := envLookup(cfg.Env)
 	s.python = cfg.Python
@@ -245,7 +256,7 @@ func (s *Server) prepare(ctx context.Context) error {
 			return fmt.Errorf("unpack python runtime: %w", err)
 		}
 	}
-	req := filepath.Join(s.modelDir, "code", "requirements.txt")
+	req := filepath.Join(s.codeDir, "requirements.txt")
 	if _, err := os.Stat(req); err == nil {
 		s.logger.Info("installing requirements", "file", req)
 		out := proc.NewLineWriter("pip", func(stream string, line []byte) {
@@ -270,7 +281,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		}
 	}
 	env = append(env,
-		"PYTHONPATH="+pyruntime.PythonPath(getenv("PYTHONPATH"), runtimeDir, filepath.Join(s.modelDir, "code")),
+		"PYTHONPATH="+pyruntime.PythonPath(getenv("PYTHONPATH"), runtimeDir, s.codeDir),
 		"PYTHONUNBUFFERED=1")
 	s.workerEnv = env
 
@@ -310,6 +321,15 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.logger.Info("starting workers", "workers", n, "gpus", gpus, "model_dir", s.modelDir,
 		"batch_size", cfg.BatchSize, "max_batch_delay", cfg.MaxBatchDelay)
 	return nil
+}
+
+// serverLogger is the server's logger: a container's carries its hostname.
+func serverLogger(l *slog.Logger, container string) *slog.Logger {
+	l = l.With("system", "modelserver")
+	if container != "" {
+		l = l.With("container", container)
+	}
+	return l
 }
 
 // envLookup returns a getenv over env, or os.Getenv when env is nil.

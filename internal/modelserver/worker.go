@@ -341,6 +341,9 @@ func (w *worker) handshake(ln *net.UnixListener, p *process, pg *progressPage, r
 		Progress:      progress,
 		MaxAnswer:     s.answerLimit,
 		MaxRSS:        s.cfg.WorkerMaxRSS,
+		CodeDir:       s.codeDir,
+		// Stages after a pipeline's first get the client's request too.
+		OriginalRequest: s.cfg.OriginalRequest,
 	})
 	if err == nil {
 		_, err = conn.Write(load)

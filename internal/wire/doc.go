@@ -60,7 +60,12 @@
 //	             values one answer may carry; the worker answers a larger
 //	             one with a 500 of its own instead, and cuts error strings
 //	             that would not fit), "max_rss": int (optional: bytes of
-//	             peak RSS past which the worker asks to be recycled)}
+//	             peak RSS past which the worker asks to be recycled),
+//	             "code_dir": str (optional: the user code's directory;
+//	             absent means <model_dir>/code), "original_request": bool
+//	             (optional: every INFER element carries the original
+//	             request; set for the stages after the first of a serial
+//	             inference pipeline)}
 //	0x03 LOADED  worker → front end. JSON {"ok": true, "batch_aware": bool}
 //	             or {"ok": false, "error": {"type": str, "message": str,
 //	             "traceback": str}}. model_fn has run exactly once when ok.
@@ -68,7 +73,9 @@
 //	               u32 n
 //	               n × { u64 id | str content_type | str accept
 //	                     | u32 nh | nh × {str name | str value}   (request headers)
-//	                     | bytes body }
+//	                     | bytes body
+//	                     [ | str orig_content_type | str orig_accept
+//	                       | bytes orig_body ]   (only with LOAD's original_request) }
 //	0x05 RESULT  worker → front end, the answer to one INFER:
 //	               u64 handler_nanos   (time spent in user/default handler code)
 //	               u32 n               (must equal the INFER's n, same ids)
@@ -88,6 +95,13 @@
 // X-Amzn-Sagemaker-Custom-Attributes), so the worker compares them
 // case-insensitively. The front end copies response headers onto the HTTP
 // response as given.
+//
+// The orig_* fields are the request the model server received, as a
+// serial inference pipeline's later stages see it
+// (context.original_request): the first stage's own request is the
+// original, so it and single-container servers never carry them, and a
+// large original body travels as its own buffer of the vectored write
+// (not copied).
 //
 // A worker that receives anything it does not understand exits with a
 // message on stderr; the front end treats a closed socket as a crash. To

@@ -84,3 +84,22 @@ func FuzzDecodeInfer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeInferOriginal decodes arbitrary INFER payloads of a pipeline
+// stage (every element with the original request).
+func FuzzDecodeInferOriginal(f *testing.F) {
+	reqs := sampleRequests()
+	for i := range reqs {
+		reqs[i].Original = &Original{ContentType: "text/csv", Accept: "a", Body: reqs[i].Body}
+	}
+	f.Add(AppendInfer(nil, reqs)[HeaderSize:])
+	f.Fuzz(func(t *testing.T, p []byte) {
+		reqs, err := DecodeInferWith(p, nil, true)
+		if err != nil {
+			return
+		}
+		if again := AppendInfer(nil, reqs)[HeaderSize:]; !bytes.Equal(again, p) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}

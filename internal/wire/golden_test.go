@@ -26,6 +26,15 @@ type goldenRequest struct {
 	Accept      string         `json:"accept"`
 	Headers     []goldenHeader `json:"headers"`
 	BodyB64     string         `json:"body_b64"`
+	// Original is the original request a pipeline stage's INFER carries
+	// (LOAD's original_request); absent otherwise.
+	Original *goldenOriginal `json:"original,omitempty"`
+}
+
+type goldenOriginal struct {
+	ContentType string `json:"content_type"`
+	Accept      string `json:"accept"`
+	BodyB64     string `json:"body_b64"`
 }
 
 type goldenResponse struct {
@@ -113,6 +122,10 @@ func inferCase(name, desc string, reqs []Request) goldenCase {
 	for _, r := range reqs {
 		gr = append(gr, goldenRequest{ID: r.ID, ContentType: r.ContentType, Accept: r.Accept,
 			Headers: toGoldenHeaders(r.Headers), BodyB64: base64.StdEncoding.EncodeToString(r.Body)})
+		if o := r.Original; o != nil {
+			gr[len(gr)-1].Original = &goldenOriginal{ContentType: o.ContentType, Accept: o.Accept,
+				BodyB64: base64.StdEncoding.EncodeToString(o.Body)}
+		}
 	}
 	if gr == nil {
 		gr = []goldenRequest{}
@@ -168,6 +181,12 @@ func goldenCases(t *testing.T) []goldenCase {
 		inferCase("infer_large_body", "one request whose 20000-byte body is bytes(i % 251 for i in range(20000))",
 			[]Request{{ID: 2, ContentType: "application/octet-stream", Accept: "application/json", Body: pattern(20000)}}),
 		inferCase("infer_empty", "a batch of zero requests (never sent by the front end, but valid framing)", nil),
+		inferCase("infer_original", "a serial pipeline's later stage (LOAD original_request): each request carries the client's request after its body",
+			[]Request{
+				{ID: 3, ContentType: "application/json", Headers: []Header{{"X-Amzn-Sagemaker-Custom-Attributes", "k=v"}}, Body: []byte(`{"doubled": [2.0]}`),
+					Original: &Original{ContentType: "text/csv", Accept: "text/csv", Body: []byte("1")}},
+				{ID: 4, ContentType: "", Body: nil, Original: &Original{Body: pattern(300)}},
+			}),
 		resultCase("result_batch", "answers for infer_batch: success with a custom header, a 415, and a 500 with traceback", &Result{
 			HandlerNanos: 1234567,
 			Responses: []Response{
@@ -280,7 +299,8 @@ func TestGolden(t *testing.T) {
 			}
 			switch typ {
 			case TypeInfer:
-				reqs, err := DecodeInfer(payload, nil)
+				original := len(v.Requests) > 0 && v.Requests[0].Original != nil
+				reqs, err := DecodeInferWith(payload, nil, original)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -293,6 +313,12 @@ func TestGolden(t *testing.T) {
 					if r.ID != want.ID || r.ContentType != want.ContentType || r.Accept != want.Accept ||
 						!bytes.Equal(r.Body, body) || !headersEqual(r.Headers, fromGoldenHeaders(want.Headers)) {
 						t.Fatalf("request %d = %+v, want %+v", j, r, want)
+					}
+					if o := want.Original; o != nil {
+						ob, _ := base64.StdEncoding.DecodeString(o.BodyB64)
+						if r.Original == nil || r.Original.ContentType != o.ContentType || r.Original.Accept != o.Accept || !bytes.Equal(r.Original.Body, ob) {
+							t.Fatalf("request %d original = %+v, want %+v", j, r.Original, o)
+						}
 					}
 				}
 			case TypeResult:

@@ -21,6 +21,20 @@ type Request struct {
 	Accept      string
 	Headers     []Header
 	Body        []byte
+	// Original is the request the model server received, for a stage
+	// after the first of a serial inference pipeline (LOAD's
+	// "original_request"); nil otherwise. Encoders append it to the
+	// element when it is set, so every request to a worker whose LOAD
+	// asked for it must carry one.
+	Original *Original
+}
+
+// Original is the request a serial pipeline's first container received,
+// as later stages see it (context.original_request in Python).
+type Original struct {
+	ContentType string
+	Accept      string
+	Body        []byte
 }
 
 // Response is one element of a RESULT.
@@ -82,6 +96,14 @@ func appendRequestMeta(dst []byte, r *Request) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(len(r.Body)))
 }
 
+// appendOriginalMeta appends the original request's trailer of an INFER
+// element up to and including its body's length prefix.
+func appendOriginalMeta(dst []byte, o *Original) []byte {
+	dst = appendStr(dst, o.ContentType)
+	dst = appendStr(dst, o.Accept)
+	return binary.BigEndian.AppendUint32(dst, uint32(len(o.Body)))
+}
+
 // InferSize returns the length of the INFER frame for reqs, header included.
 func InferSize(reqs []Request) int {
 	n := HeaderSize + 4
@@ -90,6 +112,9 @@ func InferSize(reqs []Request) int {
 		n += 8 + 4 + len(r.ContentType) + 4 + len(r.Accept) + 4 + 4 + len(r.Body)
 		for _, h := range r.Headers {
 			n += 8 + len(h.Name) + len(h.Value)
+		}
+		if o := r.Original; o != nil {
+			n += 4 + len(o.ContentType) + 4 + len(o.Accept) + 4 + len(o.Body)
 		}
 	}
 	return n
@@ -101,6 +126,10 @@ func AppendInfer(dst []byte, reqs []Request) []byte {
 	for i := range reqs {
 		dst = appendRequestMeta(dst, &reqs[i])
 		dst = append(dst, reqs[i].Body...)
+		if o := reqs[i].Original; o != nil {
+			dst = appendOriginalMeta(dst, o)
+			dst = append(dst, o.Body...)
+		}
 	}
 	return dst
 }
@@ -118,8 +147,14 @@ func appendInferHead(dst []byte, reqs []Request) []byte {
 // use; reusing an encoder reuses its memory.
 type InferEncoder struct {
 	scratch []byte
-	cuts    []int // scratch offsets after which a large body is inserted
+	cuts    []cut // large bodies, in order
 	bufs    net.Buffers
+}
+
+// cut is a large body inserted after scratch offset off.
+type cut struct {
+	off  int
+	body []byte
 }
 
 // Encode returns the INFER frame for reqs. The buffers alias the encoder's
@@ -144,29 +179,34 @@ func (e *InferEncoder) encode(reqs []Request, each bool) net.Buffers {
 			s = appendInferHead(s, reqs[i:i+1])
 		}
 		s = appendRequestMeta(s, r)
-		if len(r.Body) > inlineBody {
-			e.cuts = append(e.cuts, len(s))
-			continue
+		s = e.body(s, r.Body)
+		if o := r.Original; o != nil {
+			s = appendOriginalMeta(s, o)
+			s = e.body(s, o.Body)
 		}
-		s = append(s, r.Body...)
 	}
 	e.scratch = s
 	bufs := e.bufs[:0]
-	prev, k := 0, 0
-	for i := range reqs {
-		if len(reqs[i].Body) <= inlineBody {
-			continue
-		}
-		cut := e.cuts[k]
-		k++
-		bufs = append(bufs, s[prev:cut], reqs[i].Body)
-		prev = cut
+	prev := 0
+	for _, c := range e.cuts {
+		bufs = append(bufs, s[prev:c.off], c.body)
+		prev = c.off
 	}
+	clear(e.cuts) // do not keep the bodies alive
 	if prev < len(s) {
 		bufs = append(bufs, s[prev:])
 	}
 	e.bufs = bufs
 	return bufs
+}
+
+// body appends b to s, or records it as a cut when it is large.
+func (e *InferEncoder) body(s, b []byte) []byte {
+	if len(b) > inlineBody {
+		e.cuts = append(e.cuts, cut{off: len(s), body: b})
+		return s
+	}
+	return append(s, b...)
 }
 
 // decoder reads big-endian fields from a payload without copying byte
@@ -272,6 +312,12 @@ func (d *decoder) end() error {
 // DecodeInfer decodes an INFER payload, reusing reqs' backing array. Bodies
 // alias p; strings are copied.
 func DecodeInfer(p []byte, reqs []Request) ([]Request, error) {
+	return DecodeInferWith(p, reqs, false)
+}
+
+// DecodeInferWith is DecodeInfer for a worker whose LOAD said whether
+// every element carries the original request (LOAD's "original_request").
+func DecodeInferWith(p []byte, reqs []Request, original bool) ([]Request, error) {
 	d := decoder{p: p, what: TypeInfer}
 	n := d.count(minRequestSize)
 	reqs = reqs[:0]
@@ -282,6 +328,13 @@ func DecodeInfer(p []byte, reqs []Request) ([]Request, error) {
 		r.Accept = d.str()
 		r.Headers = d.headers(nil)
 		r.Body = d.bytes()
+		if original {
+			var o Original
+			o.ContentType = d.str()
+			o.Accept = d.str()
+			o.Body = d.bytes()
+			r.Original = &o
+		}
 		reqs = append(reqs, r)
 	}
 	if err := d.end(); err != nil {

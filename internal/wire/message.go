@@ -33,6 +33,12 @@ type Load struct {
 	// MaxRSS, when positive, asks the worker to ask for its own recycling
 	// (progress page, doc.go) once its peak RSS passed this many bytes.
 	MaxRSS int64 `json:"max_rss,omitempty"`
+	// CodeDir is the user code's directory (SAGEMAKER_SUBMIT_DIRECTORY
+	// when it names a local directory); empty means <model_dir>/code.
+	CodeDir string `json:"code_dir,omitempty"`
+	// OriginalRequest says every INFER element carries the original
+	// request (Request.Original): a serial pipeline's later stages.
+	OriginalRequest bool `json:"original_request,omitempty"`
 }
 
 // Loaded is the payload of LOADED, the worker's answer to LOAD.

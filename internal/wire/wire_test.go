@@ -219,3 +219,64 @@ func BenchmarkResultDecode(b *testing.B) {
 		}
 	}
 }
+
+// A pipeline stage's requests carry the original request after the body;
+// Encode (large bodies as their own buffers) and AppendInfer agree, and
+// DecodeInferWith reads it back.
+func TestInferOriginalRoundTrip(t *testing.T) {
+	big := pattern(2 * inlineBody)
+	reqs := sampleRequests()
+	for i := range reqs {
+		o := &Original{ContentType: "text/csv", Accept: "application/json", Body: []byte("1,2")}
+		if i%2 == 1 {
+			o = &Original{Body: big} // large: a buffer of its own
+		}
+		reqs[i].Original = o
+	}
+	want := AppendInfer(nil, reqs)
+	if len(want) != InferSize(reqs) {
+		t.Fatalf("InferSize = %d, frame has %d bytes", InferSize(reqs), len(want))
+	}
+	for _, each := range []bool{false, true} {
+		var enc InferEncoder
+		var got bytes.Buffer
+		bufs := enc.Encode(reqs)
+		if each {
+			bufs = enc.EncodeEach(reqs)
+		}
+		if _, err := bufs.WriteTo(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !each && !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("InferEncoder output differs from AppendInfer (%d vs %d bytes)", got.Len(), len(want))
+		}
+		rd := NewReader(&got, got.Len())
+		var dec []Request
+		for got.Len() > 0 {
+			p, err := rd.ReadFrameOf(TypeInfer, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := DecodeInferWith(p, nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec = append(dec, d...)
+		}
+		if len(dec) != len(reqs) {
+			t.Fatalf("each=%v: decoded %d requests, want %d", each, len(dec), len(reqs))
+		}
+		for i := range dec {
+			a, b := dec[i], reqs[i]
+			if a.ID != b.ID || !bytes.Equal(a.Body, b.Body) || a.Original == nil ||
+				a.Original.ContentType != b.Original.ContentType || a.Original.Accept != b.Original.Accept ||
+				!bytes.Equal(a.Original.Body, b.Original.Body) {
+				t.Fatalf("each=%v: request %d decoded as %+v", each, i, a)
+			}
+		}
+	}
+	// Without the LOAD flag the trailer is trailing bytes: an error.
+	if _, err := DecodeInfer(want[HeaderSize:], nil); !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTruncated) {
+		t.Fatalf("DecodeInfer of a frame with originals: %v", err)
+	}
+}

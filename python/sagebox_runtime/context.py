@@ -9,6 +9,13 @@ toolkit passes), so handlers written for SageMaker keep working:
   ``model_yaml_config`` and a no-op ``metrics`` object;
 * ``context.request_ids``: ``{idx: request id}``;
 * ``get_request_header(idx, key)``, ``get_all_request_header(idx)``;
+* ``context.original_request`` (``get_original_request(idx=0)`` for batch
+  index ``idx``): the request the model server received, with ``.body``
+  (bytes), ``.content_type`` and ``.accept`` (the raw header values, ``None``
+  when absent). In a serial inference pipeline every stage sees the client's
+  request there, while its own request is the previous stage's answer; a
+  single model (or a pipeline's first stage) sees its own request. A sagebox
+  extension: SageMaker passes only the previous stage's answer on.
 * ``set_response_status(code, phrase="", idx=0)``,
   ``set_response_content_type(idx, value)``,
   ``set_response_header(idx, key, value)`` (this is how a handler returns
@@ -117,6 +124,33 @@ class Response:
         self.phrase = ""
         self.content_type = None
         self.headers = None  # Headers, created on first set
+
+
+class OriginalRequest:
+    """The request the model server received (``context.original_request``)."""
+
+    __slots__ = ("body", "content_type", "accept")
+
+    def __init__(self, body, content_type, accept):
+        self.body = body  # bytes, as sent
+        self.content_type = content_type or None  # raw Content-Type, None when absent
+        self.accept = accept or None  # raw Accept, None when absent
+
+    def __repr__(self):
+        return "OriginalRequest(content_type=%r, accept=%r, %d bytes)" % (
+            self.content_type,
+            self.accept,
+            len(self.body),
+        )
+
+
+def original_of(req) -> OriginalRequest:
+    """The original request of a wire request: carried along in a pipeline's
+    later stages, the request itself otherwise."""
+    o = req.original
+    if o is None:
+        return OriginalRequest(req.body, req.content_type, req.accept)
+    return OriginalRequest(o[2], o[0], o[1])
 
 
 class _NoopMetrics:
@@ -250,6 +284,16 @@ class ContextView:
 
     def get_request_header(self, idx, key):
         return self._base.headers(self._b(idx)).get(key)
+
+    def get_original_request(self, idx=0):
+        """The request the model server received for request ``idx``
+        (:class:`OriginalRequest`); see the module docstring."""
+        return original_of(self._base._requests[self._b(idx)])
+
+    @property
+    def original_request(self):
+        """``get_original_request(0)``: the handler's own request's original."""
+        return self.get_original_request(0)
 
     def get_all_request_header(self, idx):
         return self._base.headers(self._b(idx))

@@ -2,10 +2,12 @@
 
 Resolution (SageMaker PyTorch toolkit contract)
 -----------------------------------------------
-The user module is ``<model_dir>/code/<program>`` (``SAGEMAKER_PROGRAM``,
-default ``inference.py``), imported from that file with ``<model_dir>/code``
-first on ``sys.path``. When the file does not exist every function falls back
-to its default, as in the toolkit, but a warning naming the missing file is
+The user module is ``<code_dir>/<program>`` (``SAGEMAKER_PROGRAM``,
+default ``inference.py``; ``code_dir`` is ``<model_dir>/code`` unless LOAD
+names another, for a local ``SAGEMAKER_SUBMIT_DIRECTORY``), imported from
+that file with ``code_dir`` first on ``sys.path``. When the file does not
+exist every function falls back to its default, as in the toolkit, but a
+warning naming the missing file is
 logged and returned in LOADED. When loading fails, the worker appends the
 warnings gathered so far to the error's message (one ``Warning: ...`` line
 each), so the front end shows e.g. the missing file next to the default
@@ -143,6 +145,8 @@ class LoadConfig:
         server_name="sagebox",
         server_version="",
         default_accept=ct.JSON,
+        code_dir="",
+        original_request=False,
         **extra,
     ):
         self.model_dir = model_dir
@@ -153,6 +157,11 @@ class LoadConfig:
         self.server_name = server_name or "sagebox"
         self.server_version = server_version or ""
         self.default_accept = default_accept or ct.JSON
+        # The user code's directory: <model_dir>/code unless LOAD names one
+        # (SAGEMAKER_SUBMIT_DIRECTORY pointing at a local directory).
+        self.code_dir = code_dir or os.path.join(model_dir, "code")
+        # INFER elements carry the original request (a pipeline's later stage).
+        self.original_request = bool(original_request)
         self.extra = extra
 
 
@@ -298,7 +307,7 @@ class Handler:
 
     def __init__(self, cfg: LoadConfig):
         self.cfg = cfg
-        self.code_dir = os.path.join(cfg.model_dir, "code")
+        self.code_dir = cfg.code_dir
         self.device = None
         self.context = None
         self.defaults = None

@@ -83,19 +83,23 @@ class Request:
     headers, and decoding them is a third of a batch's decoding time.
     """
 
-    __slots__ = ("id", "content_type", "accept", "_headers", "_raw", "body")
+    __slots__ = ("id", "content_type", "accept", "_headers", "_raw", "body", "original")
 
-    def __init__(self, id, content_type, accept, headers, body):
+    def __init__(self, id, content_type, accept, headers, body, original=None):
         self.id = id
         self.content_type = content_type
         self.accept = accept
         self._headers = headers  # list of (name, value) pairs, wire order
         self._raw = None  # (bytes, count) of the encoded headers while undecoded
         self.body = body  # bytes
+        # (content_type, accept, body) of the request the model server
+        # received, for a serial pipeline's later stages (LOAD's
+        # original_request); None when this request is the original.
+        self.original = original
 
     @classmethod
-    def _lazy(cls, id, content_type, accept, raw, count, body):
-        r = cls(id, content_type, accept, None, body)
+    def _lazy(cls, id, content_type, accept, raw, count, body, original=None):
+        r = cls(id, content_type, accept, None, body, original)
         r._raw = (raw, count)
         return r
 
@@ -123,7 +127,7 @@ class Request:
 
     def __eq__(self, other):
         return isinstance(other, Request) and all(
-            getattr(self, k) == getattr(other, k) for k in ("id", "content_type", "accept", "headers", "body")
+            getattr(self, k) == getattr(other, k) for k in ("id", "content_type", "accept", "headers", "body", "original")
         )
 
 
@@ -237,6 +241,11 @@ def encode_infer(requests) -> bytes:
         _put_str(parts, r.accept)
         _put_headers(parts, r.headers)
         _put_bytes(parts, r.body)
+        if r.original is not None:  # only for a worker whose LOAD set original_request
+            octype, oaccept, obody = r.original
+            _put_str(parts, octype)
+            _put_str(parts, oaccept)
+            _put_bytes(parts, obody)
     return b"".join(parts)
 
 
@@ -350,8 +359,12 @@ def _truncated(n, off, end):
     return Truncated("truncated payload: need %d bytes at offset %d of %d" % (n, off, end))
 
 
-def decode_infer(payload) -> list:
+def decode_infer(payload, original=False) -> list:
     """Requests of an INFER payload (bytes or memoryview, no frame header).
+
+    With ``original`` (LOAD's original_request) every element ends with the
+    original request's content type, accept and body, which land in
+    ``Request.original``.
 
     The worker's hot path: one pass with the bounds checks inlined (it is
     equivalent to reading the fields one by one with _Reader).
@@ -404,8 +417,15 @@ def decode_infer(payload) -> list:
         e = off + k
         if e > end:
             raise _truncated(k, off, end)
-        out.append(Request._lazy(rid, ctype, accept, raw, nh, bytes(buf[off:e])))
+        body = bytes(buf[off:e])
         off = e
+        orig = None
+        if original:
+            rd = _Reader(buf)
+            rd.off, rd.end = off, end
+            orig = (rd.str(), rd.str(), rd.raw())
+            off = rd.off
+        out.append(Request._lazy(rid, ctype, accept, raw, nh, body, orig))
     if off != end:
         raise Malformed("%d trailing bytes after the last field" % (end - off))
     return out

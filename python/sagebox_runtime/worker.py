@@ -280,13 +280,14 @@ def serve(conn):
     pending = []  # parts of RESULT frames held back, in order
     held_since = 0  # perf_counter_ns when the first of them was ready
     max_rss = 0  # LOAD's peak RSS limit in bytes; 0: none
+    original = False  # LOAD's original_request: INFER elements carry the original
     try:
         while True:
             mtype, payload = recv()
             if mtype == wire.INFER:
                 if handler is None:
                     raise ProtocolExit("INFER before a successful LOAD")
-                requests = wire.decode_infer(payload)
+                requests = wire.decode_infer(payload, original)
                 rid = requests[0].id if requests else 0
                 t0 = perf()
                 if progress is not None:
@@ -344,6 +345,7 @@ def serve(conn):
                     progress = _open_progress(handler.cfg.extra.get("progress"))
                     max_answer = int(handler.cfg.extra.get("max_answer") or 0)
                     max_rss = int(handler.cfg.extra.get("max_rss") or 0)
+                    original = handler.cfg.original_request
             elif mtype is None:
                 log.debug("front end closed the connection")
                 return 0

@@ -120,3 +120,28 @@ def test_blas_threads_follow_the_thread_rule(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user chose threads
     worker._limit_blas_threads(4)
     assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_original_request_is_the_request_itself_without_a_pipeline():
+    c = Context("/opt/ml/model", None, 2)
+    c.begin_batch([Request(1, "text/csv", "", [], b"1,2"), Request(2, "", "application/json", [], b"x")])
+    o = ContextView(c, (0,)).original_request
+    assert (o.body, o.content_type, o.accept) == (b"1,2", "text/csv", None)
+    o = ContextView(c, (0, 1)).get_original_request(1)
+    assert (o.body, o.content_type, o.accept) == (b"x", None, "application/json")
+    with pytest.raises(IndexError):
+        ContextView(c, (0,)).get_original_request(1)
+
+
+def test_original_request_of_a_later_pipeline_stage():
+    c = Context("/opt/ml/model", None, 2)
+    c.begin_batch([
+        Request(1, "application/json", "", [], b"[3.0]", ("text/csv", "text/csv", b"1,2")),
+        Request(2, "application/json", "", [], b"[4.0]", ("application/json", "", b"[9]")),
+    ])
+    # Per-request handlers get a view whose index 0 is their request.
+    o = ContextView(c, (1,)).original_request
+    assert (o.body, o.content_type, o.accept) == (b"[9]", "application/json", None)
+    v = ContextView(c, (0, 1))
+    assert v.get_original_request(0).body == b"1,2" and v.get_original_request(0).accept == "text/csv"
+    assert v.original_request.content_type == "text/csv"

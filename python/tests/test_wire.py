@@ -151,9 +151,17 @@ def _read(name):
         return f.read()
 
 
+def _original(r):
+    o = r.get("original")
+    return None if o is None else (o["content_type"], o["accept"], base64.b64decode(o["body_b64"]))
+
+
 def _requests(v):
     return [
-        wire.Request(r["id"], r["content_type"], r["accept"], [tuple(h) for h in r["headers"]], base64.b64decode(r["body_b64"]))
+        wire.Request(
+            r["id"], r["content_type"], r["accept"], [tuple(h) for h in r["headers"]], base64.b64decode(r["body_b64"]),
+            _original(r),
+        )
         for r in v.get("requests") or []
     ]
 
@@ -196,7 +204,7 @@ def test_golden_vector(v):
         assert wire.decode_json(wire.split_frame(wire.json_frame(mtype, v["json"]))[1]) == v["json"]
     elif mtype == wire.INFER:
         want = _requests(v)
-        assert wire.decode_infer(payload) == want
+        assert wire.decode_infer(payload, any(r.original is not None for r in want)) == want
         assert wire.frame(wire.INFER, wire.encode_infer(want)) == data  # byte-exact
     elif mtype == wire.RESULT:
         want = _responses(v)
@@ -293,3 +301,18 @@ def test_corrupted_payloads_fail_only_as_protocol_errors():
             if decode is wire.decode_infer:
                 for r in out:  # lazily decoded headers must decode too
                     r.headers
+
+
+def test_infer_with_original_round_trip():
+    big = os.urandom(70000)
+    reqs = [
+        wire.Request(1, "application/json", "", [("A", "1")], b"[1]", ("text/csv", "text/csv", b"1,2")),
+        wire.Request(2, "", "", [], big, ("", "", big)),
+    ]
+    payload = wire.encode_infer(reqs)
+    assert wire.decode_infer(payload, True) == reqs
+    assert wire.decode_infer(memoryview(bytearray(payload)), True) == reqs
+    with pytest.raises(wire.ProtocolError):
+        wire.decode_infer(payload)  # the trailer is not expected: trailing bytes
+    with pytest.raises(wire.Truncated):
+        wire.decode_infer(payload[:-1], True)

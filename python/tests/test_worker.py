@@ -789,3 +789,59 @@ def test_no_limit_given_no_limit_applied(tmp_path, worker_factory):
     w = worker_factory()
     assert w.load(tmp_path, batch_size=1)["ok"]
     assert len(w.one("body:100000").body) == 100000
+
+
+# ================================================================ pipelines
+
+
+def test_pipeline_stage_reads_original_request(tmp_path, worker_factory):
+    """A later stage of a serial pipeline (LOAD original_request) gets the
+    client's request in context.original_request, per request of a batch,
+    next to the previous stage's answer as its own input."""
+    write_code(tmp_path, '''
+        import json, torch
+
+        def model_fn(model_dir):
+            return None
+
+        def input_fn(data, content_type, context):
+            o = context.original_request
+            raw = torch.tensor([float(v) for v in o.body.decode().split(",")])
+            return torch.tensor(json.loads(data)), raw, o.content_type, o.accept
+
+        def predict_fn(data, model):
+            prev, raw, ctype, accept = data
+            return {"sum": float((prev + raw).sum()), "ctype": ctype, "accept": accept}
+
+        def output_fn(pred, accept):
+            return json.dumps(pred)
+    ''')
+    w = worker_factory()
+    assert w.load(tmp_path, original_request=True)["ok"]
+    reqs = [
+        wire.Request(1, "application/json", "", [], b"[1, 2]", ("text/csv", "application/json", b"10,20")),
+        wire.Request(2, "application/json", "", [], b"[0, 0]", ("text/csv; charset=utf-8", "", b"3,4")),
+    ]
+    _, (a, b) = w.infer(reqs)
+    assert jbody(a) == {"sum": 33.0, "ctype": "text/csv", "accept": "application/json"}
+    assert jbody(b) == {"sum": 7.0, "ctype": "text/csv; charset=utf-8", "accept": None}
+
+
+def test_code_dir_from_load(tmp_path, worker_factory):
+    """LOAD's code_dir (a local SAGEMAKER_SUBMIT_DIRECTORY) replaces <model_dir>/code."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "helper.py").write_text("SCALE = 5\n")
+    (src / "inference.py").write_text(
+        "import helper\n"
+        "def model_fn(model_dir):\n    return helper.SCALE\n"
+        "def transform_fn(model, data, content_type, accept, context):\n"
+        "    o = context.original_request\n"
+        "    return str(model * int(data)) + ':' + o.body.decode()\n"
+    )
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    w = worker_factory()
+    assert w.load(model_dir, code_dir=str(src))["ok"]
+    res = w.one("3")
+    assert res.status == 200 and res.body == b"15:3"
