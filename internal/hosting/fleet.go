@@ -59,13 +59,12 @@ func hostnames(m *sagebox.Model) []string {
 	return out
 }
 
-// fleet is what a fleet's instances are started with.
+// fleet is what a fleet's instances are started with: the model
+// server's arguments (--containers FILE; each container's environment is
+// in the file).
 type fleet struct {
 	key  string
-	Args []string          `json:"args"`
-	Env  map[string]string `json:"env,omitempty"`
-	args []string
-	env  map[string]string
+	Args []string `json:"args"`
 }
 
 // containersFile is the model server's --containers FILE.
@@ -92,7 +91,7 @@ func (m *Manager) prepareFleet(ctx context.Context, ep string, v *sagebox.Deploy
 	dir := filepath.Join(m.modelsDir(ep), key)
 	var fl fleet
 	if err := statefile.ReadJSON(filepath.Join(dir, filePrepared), &fl); err == nil {
-		fl.key, fl.args, fl.env = key, fl.Args, fl.Env
+		fl.key = key
 		return &fl, nil
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -127,17 +126,12 @@ func (m *Manager) prepareFleet(ctx context.Context, ep string, v *sagebox.Deploy
 		}
 		cf.Containers = append(cf.Containers, containerSpec{Hostname: names[i], ModelDir: cdir, Env: env})
 	}
-	if m.cfg.ContainersFile || len(cs) > 1 {
-		file := filepath.Join(dir, "containers.json")
-		if err := statefile.WriteJSON(file, cf); err != nil {
-			return nil, err
-		}
-		os.Chmod(file, 0o644)
-		fl.Args = []string{"--containers", file}
-	} else {
-		fl.Args = []string{"--model-dir", cf.Containers[0].ModelDir}
-		fl.Env = cf.Containers[0].Env
+	file := filepath.Join(dir, "containers.json")
+	if err := statefile.WriteJSON(file, cf); err != nil {
+		return nil, err
 	}
+	os.Chmod(file, 0o644)
+	fl.Args = []string{"--containers", file}
 	if cred := m.credential(); cred != nil {
 		if err := chownTree(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, fmt.Errorf("hand the model directory over to uid %d: %w", cred.Uid, err)
@@ -146,7 +140,7 @@ func (m *Manager) prepareFleet(ctx context.Context, ep string, v *sagebox.Deploy
 	if err := statefile.WriteJSON(filepath.Join(dir, filePrepared), fl); err != nil {
 		return nil, err
 	}
-	fl.key, fl.args, fl.env = key, fl.Args, fl.Env
+	fl.key = key
 	return &fl, nil
 }
 

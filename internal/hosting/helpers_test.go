@@ -487,12 +487,3 @@ func alive(pid int) bool {
 func procAdopt(dir string) (*proc.Handle, error) { return proc.Adopt(context.Background(), dir) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-// requireContainersFlag skips when the model server has no --containers.
-func requireContainersFlag(t *testing.T) {
-	t.Helper()
-	out, _ := exec.Command(sageboxBin, "model-server", "--help").CombinedOutput()
-	if !strings.Contains(string(out), "--containers") {
-		t.Skip("this build's model server has no --containers flag")
-	}
-}

@@ -137,7 +137,7 @@ func (ep *endpoint) start(ctx context.Context, v *sagebox.DeployedVariant, fl *f
 		}
 	}
 	rec := in.record()
-	env := m.instanceEnv(ep.name, fl)
+	env := m.instanceEnv(ep.name)
 	if cred != nil {
 		env = append(env, "HOME="+sockDir)
 	}
@@ -151,7 +151,7 @@ func (ep *endpoint) start(ctx context.Context, v *sagebox.DeployedVariant, fl *f
 		m.releaseGPUs(ep.name, id)
 		return nil, err
 	}
-	argv := append(append([]string{}, m.cfg.ModelServer...), fl.args...)
+	argv := append(append([]string{}, m.cfg.ModelServer...), fl.Args...)
 	argv = append(argv, "--listen", "unix:"+in.sock)
 	m.takeSlot(ep.name)
 	h, err := proc.Start(ctx, proc.Spec{
@@ -227,10 +227,9 @@ func (m *Manager) credential() *syscall.Credential {
 }
 
 // instanceEnv is an instance's environment: the server's, filtered as
-// training's is, sagebox's S3 endpoint and the endpoint's key, and the
-// fleet's own (its container's Environment when it has no containers
-// file).
-func (m *Manager) instanceEnv(ep string, fl *fleet) []string {
+// training's is, with sagebox's S3 endpoint and the endpoint's key. Each
+// container's Environment is in the containers file, over this.
+func (m *Manager) instanceEnv(ep string) []string {
 	environ := m.cfg.Environ
 	if environ == nil {
 		environ = os.Environ()
@@ -251,9 +250,6 @@ func (m *Manager) instanceEnv(ep string, fl *fleet) []string {
 		extra["SAGEBOX_PYTHON"] = m.cfg.Python
 	}
 	extra["SAGEBOX_ENDPOINT_NAME"] = ep
-	for k, v := range fl.env {
-		extra[k] = v
-	}
 	return append(env, toolkit.EnvironList(extra)...)
 }
 

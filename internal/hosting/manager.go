@@ -116,11 +116,6 @@ type Config struct {
 	// supervisor, such as {os.Executable(), "exec-shim"}.
 	ModelServer []string
 	Supervisor  []string
-	// ContainersFile makes every instance read its containers from a file
-	// (--containers FILE); without it a one-container model is served
-	// with --model-dir and its environment (multi-container models need
-	// the file).
-	ContainersFile bool
 	// Python, if set, is the interpreter of the workers (SAGEBOX_PYTHON).
 	Python string
 	// SagemakerEndpoint is the server's URL; instances get it as

@@ -28,10 +28,9 @@ def transform_fn(version, body, content_type, accept):
 `
 
 // A two-container Serial model runs as one instance reading its
-// containers file; with ContainersFile a one-container model does too.
+// containers file, as a one-container model does.
 func TestPipelineModelThroughContainersFile(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.ContainersFile = true })
-	requireContainersFlag(t)
+	e := newEnv(t, nil)
 	c1 := e.put("p/first.tar.gz", tarGz(t, map[string]string{"model.pt": string(modelPT), "code/first.py": firstPy}))
 	c2 := e.put("p/second.tar.gz", tarGz(t, map[string]string{"version.txt": "pipe", "code/second.py": secondPy}))
 	env := func(prog string) map[string]string {
