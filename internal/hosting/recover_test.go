@@ -2,6 +2,7 @@ package hosting
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,23 @@ func TestRestartReadoptsAndStopsStaleInstances(t *testing.T) {
 		e.waitStatus(name, sagebox.EndpointInService)
 	}
 	keepPids, stalePids, gonePids := e.pids("keep"), e.pids("stale"), e.pids("gone")
+	// "late" is still Creating when the server goes away.
+	if err := e.create("late", deployment(variant("AllTraffic", model("m1", v1), 1, 1))); err != nil {
+		t.Fatal(err)
+	}
 	e.m.Close() // the server goes away; its instances keep running
+	if ep, _ := e.db.Endpoint(ctx, "late"); ep.EndpointStatus != sagebox.EndpointCreating {
+		t.Fatalf("late is %s already", ep.EndpointStatus)
+	}
+	// One of keep's instances dies while the server is away.
+	var dead string
+	for id, pid := range keepPids {
+		dead = id
+		syscall.Kill(pid, syscall.SIGKILL)
+		break
+	}
+	waitFor(t, "the killed instance gone", func() bool { return !alive(keepPids[dead]) })
+	delete(keepPids, dead)
 
 	for _, pid := range keepPids {
 		if !alive(pid) {
@@ -60,8 +77,14 @@ func TestRestartReadoptsAndStopsStaleInstances(t *testing.T) {
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "keep's route has both instances", func() bool { return len(e.routes.instances("keep")) == 2 })
+	waitFor(t, "keep's surviving instance in the route", func() bool { return len(e.routes.instances("keep")) >= 1 })
 	t.Logf("keep back in the route %s after Recover", time.Since(start))
+	waitFor(t, "keep's dead instance replaced", func() bool { return len(e.routes.instances("keep")) == 2 })
+	for _, in := range e.routes.instances("keep") {
+		if in.ID == dead {
+			t.Error("the dead instance is in the route")
+		}
+	}
 	after := e.pids("keep")
 	for id, pid := range keepPids {
 		if after[id] != pid {
@@ -107,7 +130,14 @@ func TestRestartReadoptsAndStopsStaleInstances(t *testing.T) {
 		}
 		return true
 	})
-	if got := e.pool.Holds("endpoint/keep").Slots + e.pool.Holds("endpoint/stale").Slots; got != 3 {
-		t.Errorf("capacity after recovery: %d slots, want 3", got)
+	late := e.waitStatus("late", sagebox.EndpointInService)
+	if late.ProductionVariants[0].CurrentInstanceCount != 1 {
+		t.Errorf("late's ProductionVariants = %+v", late.ProductionVariants)
+	}
+	if a, err := e.routes.invoke("late", 0); err != nil || a.Version != "v1" {
+		t.Errorf("late: %+v %v", a, err)
+	}
+	if got := e.pool.Holds("endpoint/keep").Slots + e.pool.Holds("endpoint/stale").Slots + e.pool.Holds("endpoint/late").Slots; got != 4 {
+		t.Errorf("capacity after recovery: %d slots, want 4", got)
 	}
 }
