@@ -15,7 +15,11 @@ import (
 
 // Create → InService in seconds, serve, delete: processes and files gone.
 func TestCreateServeDelete(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(c *Config) {
+		c.SagemakerEndpoint = "http://127.0.0.1:7070"
+		c.Credentials = func(ep string) (string, string) { return "SAGEBOXEP-" + ep, "secret-of-" + ep }
+		c.Environ = []string{"PATH=/usr/bin:/bin", "AWS_SECRET_ACCESS_KEY=the-servers-own", "SAGEMAKER_PROGRAM=stale"}
+	})
 	uri := e.put("v1/model.tar.gz", tarGz(t, modelFiles("v1")))
 	start := time.Now()
 	if err := e.create("ep", deployment(variant("AllTraffic", model("m1", uri), 2, 1))); err != nil {
@@ -57,6 +61,15 @@ func TestCreateServeDelete(t *testing.T) {
 	pids := e.pids("ep")
 	if len(pids) != 2 {
 		t.Fatalf("pids = %v", pids)
+	}
+	// Handlers reach sagebox's S3 with the endpoint's own key, never the
+	// server's.
+	for _, pid := range pids {
+		env := environ(t, pid)
+		if env["AWS_ENDPOINT_URL"] != "http://127.0.0.1:7070" || env["AWS_ACCESS_KEY_ID"] != "SAGEBOXEP-ep" || env["AWS_SECRET_ACCESS_KEY"] != "secret-of-ep" ||
+			env["AWS_REGION"] != "us-east-1" || env["SAGEMAKER_PROGRAM"] != "" {
+			t.Errorf("instance environment: %v", env)
+		}
 	}
 	if err := e.remove("ep"); err != nil {
 		t.Fatal(err)
