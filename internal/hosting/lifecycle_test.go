@@ -221,3 +221,32 @@ func TestStartupFailuresSayWhy(t *testing.T) {
 	}
 	waitFor(t, "instances stopped", func() bool { return len(e.pids("exits"))+len(e.pids("slow")) == 0 })
 }
+
+// DeleteEndpoint while the model is still loading does not wait for it.
+func TestDeleteWhileCreating(t *testing.T) {
+	e := newEnv(t, nil)
+	files := modelFiles("slow")
+	files["code/inference.py"] = "import time\n" + strings.Replace(inferencePy, "def model_fn(model_dir):", "def model_fn(model_dir):\n    time.sleep(60)", 1)
+	slow := e.put("slow/model.tar.gz", tarGz(t, files))
+	if err := e.create("ep", deployment(variant("AllTraffic", model("slow", slow), 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the instance started", func() bool { return len(e.pids("ep")) == 1 })
+	time.Sleep(1500 * time.Millisecond) // its worker is in model_fn now
+	pids := e.pids("ep")
+	start := time.Now()
+	if err := e.remove("ep"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("delete took %s", d)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d still runs", pid)
+		}
+	}
+	if _, err := e.db.Endpoint(context.Background(), "ep"); err == nil {
+		t.Error("record left")
+	}
+}

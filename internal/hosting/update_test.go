@@ -219,3 +219,50 @@ func TestCapacityRefusal(t *testing.T) {
 		t.Errorf("used %d slots, want 3", got)
 	}
 }
+
+// An update that changes one variant's model keeps the other variant's
+// instances and replaces only the changed one's.
+func TestUpdateReplacesOnlyChangedVariants(t *testing.T) {
+	e := newEnv(t, nil)
+	v1 := e.put("v1/model.tar.gz", tarGz(t, modelFiles("v1")))
+	v2 := e.put("v2/model.tar.gz", tarGz(t, modelFiles("v2")))
+	m1 := model("m1", v1)
+	if err := e.create("ep", deployment(variant("A", m1, 1, 1), variant("B", m1, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("ep", sagebox.EndpointInService)
+	ids := func() map[string]string { // variant → instance
+		out := map[string]string{}
+		for _, v := range e.routes.get("ep").Variants {
+			for _, in := range v.Instances {
+				out[v.Name] = in.ID
+			}
+		}
+		return out
+	}
+	before := ids()
+	if err := e.update("ep", deployment(variant("A", m1, 1, 3), variant("B", model("m2", v2), 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	ep := e.wait("ep", "generation 2", func(x *sagebox.Endpoint) bool {
+		return x.EndpointStatus == sagebox.EndpointInService && x.Internal.Current.Generation == 2
+	})
+	after := ids()
+	if after["A"] != before["A"] || after["B"] == before["B"] || after["B"] == "" {
+		t.Errorf("instances before %v, after %v: want A kept, B replaced", before, after)
+	}
+	r := e.routes.get("ep")
+	if r.Variants[0].Name != "A" || r.Variants[0].Weight != 3 || r.Variants[1].Weight != 1 {
+		t.Errorf("route variants %+v", r.Variants)
+	}
+	if len(ep.ProductionVariants) != 2 || ep.ProductionVariants[0].CurrentWeight != 3 {
+		t.Errorf("ProductionVariants %+v", ep.ProductionVariants)
+	}
+	for _, v := range r.Variants {
+		a, dialErr, err := post(v.Instances[0].Addr)
+		want := map[string]string{"A": "v1", "B": "v2"}[v.Name]
+		if err != nil || dialErr || a.Version != want {
+			t.Errorf("variant %s answers %+v %v, want %s", v.Name, a, err, want)
+		}
+	}
+}
