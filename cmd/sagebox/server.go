@@ -17,6 +17,7 @@ import (
 	"github.com/sagebox/sagebox/internal/bodytimeout"
 	"github.com/sagebox/sagebox/internal/controlplane"
 	"github.com/sagebox/sagebox/internal/gpu"
+	"github.com/sagebox/sagebox/internal/invoke"
 	"github.com/sagebox/sagebox/internal/logstore"
 	"github.com/sagebox/sagebox/internal/metastore"
 	"github.com/sagebox/sagebox/internal/objectstore"
@@ -289,12 +290,20 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	}
 	s3h := s3api.New(objects, s3cfg)
 	query := sts.New(sts.Config{AccountID: o.accountID, Logger: logger})
-	// Runtime stays nil until endpoints exist: InvokeEndpoint answers 501
-	// with a message that says so.
 	health := &serverHealth{dataDir: dataDir}
 	metrics := newServerMetrics()
+	// InvokeEndpoint over the route table hosting publishes; until
+	// hosting writes to it every endpoint is "not found".
+	routes := invoke.NewTable()
+	runtimeH, err := invoke.NewHandler(routes, invoke.Config{
+		Region: o.region, AccountID: o.accountID, Registerer: metrics.reg, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer runtimeH.Close()
 	handler := metrics.Instrument(router.New(router.Routes{
-		JSON: cp, S3: s3h, Query: query, Health: health.Check, Metrics: metrics.Handler(),
+		JSON: cp, Runtime: runtimeH, S3: s3h, Query: query, Health: health.Check, Metrics: metrics.Handler(),
 	}, auth, logger))
 
 	srv := &http.Server{
