@@ -15,9 +15,7 @@ import (
 	"github.com/sagebox/sagebox/internal/training/local"
 )
 
-// hostingOptions are the server's flags for endpoint instances. (Not
-// registered yet: runServer wires hosting once the control plane and the
-// data plane take it.)
+// hostingOptions are the server's flags for endpoint instances.
 type hostingOptions struct {
 	modelDataMaxMB      int64
 	modelDataMaxEntries int

@@ -319,7 +319,7 @@ func (ep *endpoint) deploy(ctx context.Context, e *sagebox.Endpoint) {
 	e2, err := ep.m.cfg.Store.UpdateEndpoint(ctx, ep.name, func(x *sagebox.Endpoint) error {
 		promoted = x.Promote(ep.m.now(), gen)
 		if promoted {
-			x.ProductionVariants = ep.summaries(x.Internal.Current)
+			x.ProductionVariants = ep.summaries(x.Internal.Current, x.ProductionVariants)
 		}
 		return nil
 	})
@@ -397,7 +397,7 @@ func (ep *endpoint) ensure(ctx context.Context, e *sagebox.Endpoint) {
 func (ep *endpoint) storeCounts(ctx context.Context, gen int) {
 	_, err := ep.m.cfg.Store.UpdateEndpoint(ctx, ep.name, func(x *sagebox.Endpoint) error {
 		if c := x.Internal.Current; c != nil && c.Generation == gen && x.EndpointStatus == sagebox.EndpointInService {
-			x.ProductionVariants = ep.summaries(c)
+			x.ProductionVariants = ep.summaries(c, x.ProductionVariants)
 		}
 		return nil
 	})
@@ -406,9 +406,16 @@ func (ep *endpoint) storeCounts(ctx context.Context, gen int) {
 	}
 }
 
-// summaries is DescribeEndpoint's ProductionVariants for dep.
-func (ep *endpoint) summaries(dep *sagebox.Deployment) []sagebox.ProductionVariantSummary {
+// summaries is DescribeEndpoint's ProductionVariants for dep; an image
+// already in old keeps its ResolutionTime.
+func (ep *endpoint) summaries(dep *sagebox.Deployment, old []sagebox.ProductionVariantSummary) []sagebox.ProductionVariantSummary {
 	now := sagebox.NewTime(ep.m.now())
+	resolved := map[string]*sagebox.Time{}
+	for _, s := range old {
+		for _, im := range s.DeployedImages {
+			resolved[s.VariantName+"\x00"+im.SpecifiedImage] = im.ResolutionTime
+		}
+	}
 	var out []sagebox.ProductionVariantSummary
 	for i := range dep.Variants {
 		v := &dep.Variants[i]
@@ -424,7 +431,11 @@ func (ep *endpoint) summaries(dep *sagebox.Deployment) []sagebox.ProductionVaria
 		}
 		for _, c := range v.Model.ContainerList() {
 			if c.Image != "" {
-				s.DeployedImages = append(s.DeployedImages, sagebox.DeployedImage{SpecifiedImage: c.Image, ResolvedImage: c.Image, ResolutionTime: now})
+				at := resolved[v.VariantName+"\x00"+c.Image]
+				if at == nil {
+					at = now
+				}
+				s.DeployedImages = append(s.DeployedImages, sagebox.DeployedImage{SpecifiedImage: c.Image, ResolvedImage: c.Image, ResolutionTime: at})
 			}
 		}
 		out = append(out, s)
