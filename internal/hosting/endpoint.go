@@ -265,13 +265,21 @@ func (ep *endpoint) deploy(ctx context.Context, e *sagebox.Endpoint) {
 	gen := dep.Generation
 	var keep []*instance
 	fail := func(reason string) {
-		// Stop what serves no other deployment: new fleets, and what was
-		// added to kept ones.
+		// Keep what the current deployment needs (its fleets' oldest
+		// instances, back on its generation); stop the rest: new fleets
+		// and what was added to kept ones.
+		cur := e.Internal.Current
 		var stop []*instance
+		kept := map[string]int{}
+		slices.SortFunc(keep, func(a, b *instance) int { return a.started.Compare(b.started) })
 		for _, in := range keep {
-			if cv := e.Internal.Current.Variant(in.variant); cv == nil || fleetKey(cv) != in.key || in.gen() == gen {
-				stop = append(stop, in)
+			if cv := cur.Variant(in.variant); cv != nil && fleetKey(cv) == in.key && kept[in.variant] < cv.InstanceCount {
+				if in.setGen(cur.Generation) == nil {
+					kept[in.variant]++
+					continue
+				}
 			}
+			stop = append(stop, in)
 		}
 		ep.retire(ctx, stop, false)
 		if ctx.Err() != nil {

@@ -266,3 +266,37 @@ func TestUpdateReplacesOnlyChangedVariants(t *testing.T) {
 		}
 	}
 }
+
+// A failed update that also grew a kept fleet goes back to the current
+// counts: the added instance stops, the original keeps serving.
+func TestFailedUpdateShrinksKeptFleetBack(t *testing.T) {
+	e := newEnv(t, nil)
+	v1 := e.put("v1/model.tar.gz", tarGz(t, modelFiles("v1")))
+	files := modelFiles("bad")
+	files["fail.txt"] = "broken on purpose"
+	bad := e.put("bad/model.tar.gz", tarGz(t, files))
+	m1 := model("m1", v1)
+	if err := e.create("ep", deployment(variant("A", m1, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("ep", sagebox.EndpointInService)
+	before := e.pids("ep")
+	if err := e.update("ep", deployment(variant("A", m1, 2, 1), variant("B", model("bad", bad), 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	ep := e.wait("ep", "the update failed", func(x *sagebox.Endpoint) bool { return x.FailureReason != "" })
+	if ep.EndpointStatus != sagebox.EndpointInService || !strings.Contains(ep.FailureReason, "broken on purpose") || !strings.Contains(ep.FailureReason, "variant B") {
+		t.Errorf("%s %q", ep.EndpointStatus, ep.FailureReason)
+	}
+	waitFor(t, "back to one instance", func() bool { return len(e.pids("ep")) == 1 })
+	after := e.pids("ep")
+	for id, pid := range before {
+		if after[id] != pid {
+			t.Errorf("original instance %s not kept: %v → %v", id, before, after)
+		}
+	}
+	if r := e.routes.get("ep"); len(r.Variants) != 1 || len(r.Variants[0].Instances) != 1 {
+		t.Errorf("route %+v", r)
+	}
+	waitFor(t, "capacity back to one instance", func() bool { return e.pool.Holds("endpoint/ep").Slots == 1 })
+}
