@@ -136,6 +136,12 @@ func TestJobKeys(t *testing.T) {
 	if _, ok := k.lookup("AKIDOTHER"); ok {
 		t.Fatal("a key id that is no job's was given a secret")
 	}
+	// An endpoint's instances have a key of their own, also for an
+	// endpoint named like a job.
+	epID, epSecret := k.endpointCredentials("job-a")
+	if got, ok := k.lookup(epID); !ok || got != epSecret || epSecret == secret || epID == id {
+		t.Fatalf("endpoint key %q: lookup %q %v; job's %q", epID, got, ok, secret)
+	}
 	// The key survives a restart: a re-adopted job keeps working.
 	again, err := loadJobKeys(dir)
 	if err != nil {

@@ -14,8 +14,13 @@ import (
 	"strings"
 )
 
-// jobKeyPrefix starts the access key id of every training job's own key.
-const jobKeyPrefix = "SAGEBOXJOB-"
+// jobKeyPrefix starts the access key id of every training job's own key,
+// endpointKeyPrefix that of every endpoint's (its instances' handlers sign
+// with it).
+const (
+	jobKeyPrefix      = "SAGEBOXJOB-"
+	endpointKeyPrefix = "SAGEBOXEP-"
+)
 
 // jobKeys derives each training job's access key from one server secret,
 // kept in the data directory so that jobs re-adopted after a restart still
@@ -66,8 +71,19 @@ func (k *jobKeys) credentials(job string) (accessKeyID, secret string) {
 	return jobKeyPrefix + job, k.secretFor(job)
 }
 
-// lookup is the verifier's key source: the secret of a job's key id.
+// endpointCredentials is the key an endpoint's instances sign with (the
+// HMAC is over "endpoint/<name>": job and endpoint names are separate
+// name spaces).
+func (k *jobKeys) endpointCredentials(endpoint string) (accessKeyID, secret string) {
+	return endpointKeyPrefix + endpoint, k.secretFor("endpoint/" + endpoint)
+}
+
+// lookup is the verifier's key source: the secret of a job's or an
+// endpoint's key id.
 func (k *jobKeys) lookup(accessKeyID string) (string, bool) {
+	if ep, ok := strings.CutPrefix(accessKeyID, endpointKeyPrefix); ok && ep != "" {
+		return k.secretFor("endpoint/" + ep), true
+	}
 	job, ok := strings.CutPrefix(accessKeyID, jobKeyPrefix)
 	if !ok || job == "" {
 		return "", false

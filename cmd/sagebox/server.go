@@ -50,6 +50,7 @@ type serverOptions struct {
 	keepWorkspaces  time.Duration
 	keepFailed      time.Duration
 	runAs           string
+	hosting         hostingOptions
 	runAsUIDs       string
 	capacity        capacityOptions
 }
@@ -89,6 +90,7 @@ to --region and the service addressed. --tls-cert and --tls-key serve HTTPS.`,
 	f.StringVar(&o.runAs, "run-as", "", "run training jobs as this user (name or uid), so they cannot read the data directory; the server must run as root")
 	f.StringVar(&o.runAsUIDs, "run-as-uids", "", "run each training job as its own uid from FIRST-LAST (need not exist in /etc/passwd), so jobs cannot read each other's workspaces either; the server must run as root")
 	o.capacity.flags(f)
+	o.hosting.flags(f)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	return cmd
@@ -249,6 +251,8 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		}
 		jobCreds = keys.credentials
 	}
+	// One allocator: training hosts and endpoint instances share the GPUs.
+	gpus := gpu.NewAllocator(devs, logger)
 	pool, hostRes, err := o.capacity.pool(len(devs))
 	if err != nil {
 		return err
@@ -262,7 +266,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		SagemakerEndpoint:    endpoint,
 		JobCredentials:       jobCreds,
 		ShimCommand:          []string{self, "exec-shim"},
-		GPUs:                 gpu.NewAllocator(devs, logger),
+		GPUs:                 gpus,
 		LocalPaths:           localPathPolicy(o.addr, o.allowLocalPaths),
 		KeepWorkspaces:       o.keepWorkspaces,
 		KeepFailedWorkspaces: o.keepFailed,
@@ -279,7 +283,18 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		StopGrace:     o.stopGrace,
 	}, db, logs, logger)
 
-	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID, MaxInstanceCount: maxHosts(pool, hostRes)}, db, logs, runner, nil, logger)
+	// Endpoints: instances publish to the route table InvokeEndpoint
+	// serves from, and take the same capacity and GPUs as training hosts.
+	routes := invoke.NewTable()
+	endpoints, err := o.hosting.newHosting(hostingParts{
+		dataDir: dataDir, self: self, endpoint: endpoint, region: o.region, db: db,
+		objects: localobj.New(objects), logs: logs, routes: routes, pool: pool, instance: hostRes,
+		gpus: gpus, runAs: runAs, keys: keys, stopGrace: o.stopGrace, logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	cp := controlplane.New(controlplane.Config{Region: o.region, AccountID: o.accountID, MaxInstanceCount: maxHosts(pool, hostRes)}, db, logs, runner, endpoints, logger)
 	s3cfg := s3api.Config{Region: o.region, VirtualHostDomains: []string{"localhost"}, Logger: logger, AccountID: o.accountID}
 	var auth router.Authenticator
 	if len(creds) > 0 {
@@ -292,9 +307,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	query := sts.New(sts.Config{AccountID: o.accountID, Logger: logger})
 	health := &serverHealth{dataDir: dataDir}
 	metrics := newServerMetrics()
-	// InvokeEndpoint over the route table hosting publishes; until
-	// hosting writes to it every endpoint is "not found".
-	routes := invoke.NewTable()
+	// InvokeEndpoint over the route table hosting publishes.
 	runtimeH, err := invoke.NewHandler(routes, invoke.Config{
 		Region: o.region, AccountID: o.accountID, Registerer: metrics.reg, Logger: logger,
 	})
@@ -322,6 +335,11 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	if err := runner.Recover(ctx); err != nil {
 		logger.Error("recover training jobs", "error", err)
 	}
+	// Before serving: every endpoint's current instances are re-adopted
+	// (stale ones stopped) before a request can reach them.
+	if err := endpoints.Recover(ctx); err != nil {
+		logger.Error("recover endpoints", "error", err)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	logger.Info("sagebox server ready", "addr", ln.Addr().String(), "endpoint", endpoint, "data_dir", dataDir, "auth", len(creds) > 0, "tls", tlsCert != nil)
@@ -332,11 +350,12 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 	case <-ctx.Done():
 	}
 	health.stopping.Store(true)
-	logger.Info("shutting down; running jobs keep running and are re-adopted at the next start")
+	logger.Info("shutting down; running jobs and endpoint instances keep running and are re-adopted at the next start")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn("shutdown", "error", err)
 	}
+	endpoints.Close()
 	return runner.Close(shutdownCtx)
 }

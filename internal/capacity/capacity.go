@@ -253,3 +253,17 @@ func (p *Pool) holders() string {
 	}
 	return strings.Join(names, ", ") + more
 }
+
+// ReleasePart returns r of what owner holds (at most all of it) and admits
+// waiters that now fit: for work that shrinks, such as an endpoint that
+// stops some of its instances.
+func (p *Pool) ReleasePart(owner string, r Resources) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.held[owner]
+	if !ok {
+		return
+	}
+	r = Resources{min(r.Slots, h.Slots), min(r.MemoryMiB, h.MemoryMiB), min(r.GPUs, h.GPUs)}
+	p.give(owner, r)
+}

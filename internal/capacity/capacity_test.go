@@ -134,3 +134,26 @@ func TestClaimMayExceedTheCapacity(t *testing.T) {
 	p.Release("recovered-2")
 	<-done
 }
+
+func TestReleasePartGivesBackSomeAndAdmitsWaiters(t *testing.T) {
+	p := NewPool(Resources{Slots: 3, MemoryMiB: 3})
+	if err := p.TryReserve("endpoint/a", Resources{Slots: 3, MemoryMiB: 3}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Reserve(context.Background(), "training-job/x", Resources{Slots: 1, MemoryMiB: 1}) }()
+	for p.Waiting() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.ReleasePart("endpoint/a", Resources{Slots: 1, MemoryMiB: 1})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Holds("endpoint/a"); got != (Resources{Slots: 2, MemoryMiB: 2}) {
+		t.Errorf("endpoint holds %v, want 2 slots", got)
+	}
+	p.ReleasePart("endpoint/a", Resources{Slots: 5, MemoryMiB: 5}) // more than held: all of it
+	if got := p.Used(); got != (Resources{Slots: 1, MemoryMiB: 1}) {
+		t.Errorf("used %v, want only the job's", got)
+	}
+}

@@ -19,9 +19,9 @@ import (
 // owned by the job's uid and mode 0700, and the job's state directory
 // (supervisor records, output.log) stays root's and 0700.
 //
-// Endpoint instances will use the same mechanism: a uid for the instance,
-// its model directory chowned to it, proc.Spec.Credential for the server
-// process.
+// Endpoint instances (internal/hosting) use the same mechanism: their
+// model directories are chowned to the user and proc.Spec.Credential
+// runs the model server as it.
 type RunAs struct {
 	// UID and GID are the user every job runs as when Count is 0. With
 	// Count > 0, each job gets its own uid, the lowest of UID..UID+Count-1
@@ -43,8 +43,10 @@ func (r *RunAs) inRange(uid uint32) bool {
 
 // Entries of the data directory a job must still reach: the unpacked
 // Python runtime (on PYTHONPATH), the requirements cache (its
-// interpreter) and the workspaces.
-var openDataEntries = map[string]fs.FileMode{"runtime": 0o755, "cache": 0o755, "jobs": 0o711}
+// interpreter), the workspaces, and endpoint instances' model
+// directories (endpoints/<ep>/models/, chowned to the instances' user)
+// and sockets (runtime/<id>/).
+var openDataEntries = map[string]fs.FileMode{"runtime": 0o755, "cache": 0o755, "jobs": 0o711, "endpoints": 0o711}
 
 // RestrictDataDir closes dataDir to users other than its owner, for
 // RunAs: the directory itself becomes 0711 (enterable, not listable),
