@@ -161,8 +161,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer h.putBody(body)
 	}
 	if apiErr != nil {
-		// The rest of an oversized body is not read: the connection
-		// closes rather than drain it.
+		if apiErr.status == http.StatusRequestEntityTooLarge {
+			h.drainOversized(r)
+		}
 		w.Header().Set("Connection", "close")
 		h.refuse(w, r, requestID, apiErr)
 		return
@@ -292,6 +293,22 @@ func (h *Handler) readBody(r *http.Request) ([]byte, *apiError) {
 		return nil, tooLarge()
 	}
 	return b, nil
+}
+
+// drainFactor bounds how much of an oversized body is read and thrown
+// away before the 413: up to this many times the limit.
+const drainFactor = 4
+
+// drainOversized reads and discards the rest of a body somewhat over the
+// limit, so that the client, still sending it, receives the 413 instead of
+// a reset connection (which botocore reports as ConnectionClosedError and
+// retries five times). A body far over the limit is not read: the
+// connection closes, as the limit promises.
+func (h *Handler) drainOversized(r *http.Request) {
+	if r.Body == nil || r.ContentLength > drainFactor*h.cfg.MaxPayload {
+		return
+	}
+	io.CopyN(io.Discard, r.Body, drainFactor*h.cfg.MaxPayload)
 }
 
 // getBody returns a buffer of n bytes, reused when one is free.
