@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -370,6 +372,17 @@ func TestEndpointCLIAndCrashRecovery(t *testing.T) {
 	}
 	got, _ := os.ReadFile(outFile)
 	mustContain(t, "aws cli answer", string(got), `"version": "v1"`)
+
+	// Prometheus metrics per endpoint and variant, after SageMaker's CloudWatch ones.
+	resp, err := http.Get(s.URL + "/_sagebox/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	mustContain(t, "server metrics", string(metrics),
+		`sagebox_endpoint_invocations_total{endpoint="cli-ep",variant="AllTraffic"}`,
+		`sagebox_endpoint_model_latency_seconds_bucket{endpoint="cli-ep"`, `sagebox_endpoint_overhead_latency_seconds_bucket{endpoint="cli-ep"`)
 
 	stdout, _, _ = s.sagebox(ctx, "endpoints", "ls")
 	mustContain(t, "endpoints ls", stdout, "cli-ep", "InService")
