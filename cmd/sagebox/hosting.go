@@ -67,7 +67,7 @@ func (h *hostingOptions) newHosting(p hostingParts) (*hosting.Manager, error) {
 	}
 	if r := p.runAs; r != nil {
 		// One user for every instance: with a uid range, its last uid,
-		// which jobs only get once every other one is taken.
+		// which server.go keeps out of the jobs' range.
 		cfg.RunAs = &hosting.RunAs{UID: r.UID, GID: r.GID}
 		if r.Count > 0 {
 			u := r.UID + uint32(r.Count) - 1

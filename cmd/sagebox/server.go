@@ -88,7 +88,7 @@ to --region and the service addressed. --tls-cert and --tls-key serve HTTPS.`,
 	f.DurationVar(&o.keepWorkspaces, "keep-workspaces", 0, "how long a finished job's workspace stays on disk after its artifacts are uploaded (0: removed at once)")
 	f.DurationVar(&o.keepFailed, "keep-failed-workspaces", 0, "the same for failed and stopped jobs, for debugging")
 	f.StringVar(&o.runAs, "run-as", "", "run training jobs as this user (name or uid), so they cannot read the data directory; the server must run as root")
-	f.StringVar(&o.runAsUIDs, "run-as-uids", "", "run each training job as its own uid from FIRST-LAST (need not exist in /etc/passwd), so jobs cannot read each other's workspaces either; the server must run as root")
+	f.StringVar(&o.runAsUIDs, "run-as-uids", "", "run each training job as its own uid from FIRST-LAST (need not exist in /etc/passwd), so jobs cannot read each other's workspaces either; the range's last uid runs endpoint instances and no job; the server must run as root")
 	o.capacity.flags(f)
 	o.hosting.flags(f)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -220,6 +220,14 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		}
 		logger.Info("training jobs run as another user", "uid", runAs.UID, "gid", runAs.GID, "uids", runAs.Count)
 	}
+	// With a uid range, its last uid is the endpoint instances' and no
+	// job's, so that no training script shares a uid with a served model.
+	jobsRunAs := runAs
+	if runAs != nil && runAs.Count > 1 {
+		c := *runAs
+		c.Count--
+		jobsRunAs = &c
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -270,7 +278,7 @@ func runServer(ctx context.Context, e *env, o *serverOptions) error {
 		LocalPaths:           localPathPolicy(o.addr, o.allowLocalPaths),
 		KeepWorkspaces:       o.keepWorkspaces,
 		KeepFailedWorkspaces: o.keepFailed,
-		RunAs:                runAs,
+		RunAs:                jobsRunAs,
 		Logger:               logger,
 	})
 	drv.Sweep()
