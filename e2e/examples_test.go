@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sagemaker"
 )
 
 // Helpers the tests of examples/ share: running an example's Python script
@@ -94,4 +96,36 @@ func runPython(ctx context.Context, t *testing.T, env []string, args ...string) 
 		t.Fatalf("python3 %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// checkNoHosting fails the test when the server still lists an endpoint,
+// endpoint config or model 10 s after the example ended: each example
+// deletes what it deployed (an endpoint is Deleting for a moment first).
+func (s *server) checkNoHosting(ctx context.Context, t *testing.T) {
+	t.Helper()
+	sm := s.sm()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		eps, err := sm.ListEndpoints(ctx, &sagemaker.ListEndpointsInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs, err := sm.ListEndpointConfigs(ctx, &sagemaker.ListEndpointConfigsInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		models, err := sm.ListModels(ctx, &sagemaker.ListModelsInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(eps.Endpoints) + len(cfgs.EndpointConfigs) + len(models.Models)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("left behind: %d endpoints, %d endpoint configs, %d models", len(eps.Endpoints), len(cfgs.EndpointConfigs), len(models.Models))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
