@@ -139,7 +139,8 @@ def cleanup(sm, name):
         try:
             call(**kw)
         except sm.exceptions.ClientError as e:
-            print(f"cleanup: {e}", file=sys.stderr)
+            if "Could not find" not in str(e):  # not created: the deployment failed before it
+                print(f"cleanup: {e}", file=sys.stderr)
     print(f"deleted endpoint, endpoint config and model {name}")
 
 

@@ -99,7 +99,8 @@ def delete(sm, styles):
             try:
                 call(**kw)
             except sm.exceptions.ClientError as e:
-                print(f"cleanup: {e}", file=sys.stderr)
+                if "Could not find" not in str(e):  # not created: the deployment failed before it
+                    print(f"cleanup: {e}", file=sys.stderr)
     print(f"deleted {len(styles)} endpoints, their configs and models", flush=True)
 
 
