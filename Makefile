@@ -7,7 +7,8 @@ BIN := bin/sagebox
 # /usr/bin/python3; libopenblas0-pthread keeps it from falling back to the
 # (14x slower) reference BLAS. gcc and libc6-dev: the race detector needs cgo.
 DEB_PACKAGES := gcc libc6-dev python3 python3-venv python3-pip python3-torch python3-torchvision python3-numpy libopenblas0-pthread \
-	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn python3-uvloop python3-httptools libnss-wrapper
+	python3-sklearn python3-pytest python3-boto3 awscli openmpi-bin wrk python3-fastapi python3-uvicorn python3-uvloop python3-httptools libnss-wrapper \
+	python3-pil chromium
 
 .PHONY: help deps build demo test test-go test-python vet bench bench-modelserver clean
 

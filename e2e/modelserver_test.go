@@ -77,15 +77,15 @@ func TestModelServerServesTrainedDigits(t *testing.T) {
 		t.Errorf("predicted %v for labels %v", pred.Predictions, labels)
 	}
 
-	// The user's input_fn raises for CSV: a 500 with its message, server stays up.
-	resp, err = http.Post(url+"/invocations", "text/csv", strings.NewReader("1,2,3"))
+	// The user's input_fn raises for a type it does not read: a 500 with its message, server stays up.
+	resp, err = http.Post(url+"/invocations", "text/plain", strings.NewReader("1,2,3"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 500 || !strings.Contains(string(out), "unsupported content type text/csv") {
-		t.Errorf("CSV to a JSON-only input_fn: %d %s", resp.StatusCode, out)
+	if resp.StatusCode != 500 || !strings.Contains(string(out), "unsupported content type 'text/plain'") {
+		t.Errorf("text/plain to the example's input_fn: %d %s", resp.StatusCode, out)
 	}
 	// Over the 6 MB default payload limit: 413.
 	resp, err = http.Post(url+"/invocations", "application/json", bytes.NewReader(make([]byte, 6291457)))
