@@ -418,6 +418,22 @@ func TestEndpointCLIAndCrashRecovery(t *testing.T) {
 		t.Errorf("instances after restart = %v, want the adopted %v", now, running)
 	}
 
+	// In place: a second instance, then the AWS CLI sees both.
+	if stdout, stderr, code := s.sagebox(ctx, "endpoints", "update", "cli-ep", "--variant", "AllTraffic", "--instance-count", "2"); code != 0 {
+		t.Fatalf("endpoints update: %d\n%s%s", code, stdout, stderr)
+	}
+	if out, err := s.awscli(ctx, "sagemaker", "describe-endpoint", "--endpoint-name", "cli-ep"); err != nil {
+		t.Fatalf("aws sagemaker describe-endpoint: %v\n%s", err, out)
+	} else {
+		mustContain(t, "aws cli describe-endpoint after scaling", out, `"CurrentInstanceCount": 2`, `"EndpointStatus": "InService"`)
+	}
+	if n := len(instancePids(s)); n != 2 {
+		t.Errorf("instances after scaling to 2 = %d", n)
+	}
+	if out, err := s.awscli(ctx, "sagemaker", "list-endpoints"); err != nil || !strings.Contains(out, "cli-ep") {
+		t.Errorf("aws sagemaker list-endpoints: %v\n%s", err, out)
+	}
+
 	stdout, _, _ = s.sagebox(ctx, "endpoints", "logs", "cli-ep")
 	mustContain(t, "endpoint logs", stdout, "[AllTraffic/")
 
