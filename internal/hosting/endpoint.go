@@ -323,6 +323,19 @@ func (ep *endpoint) deploy(ctx context.Context, e *sagebox.Endpoint) {
 			return
 		}
 	}
+	// Traffic moves to the new fleets before the status says so, so that a
+	// client that reads InService finds the route already serving.
+	ep.mu.Lock()
+	prevServing, prevStatus := ep.serving, ep.status
+	ep.serving, ep.status = dep, sagebox.EndpointInService
+	ep.mu.Unlock()
+	ep.publish()
+	unpublish := func() {
+		ep.mu.Lock()
+		ep.serving, ep.status = prevServing, prevStatus
+		ep.mu.Unlock()
+		ep.publish()
+	}
 	var promoted bool
 	e2, err := ep.m.cfg.Store.UpdateEndpoint(ctx, ep.name, func(x *sagebox.Endpoint) error {
 		promoted = x.Promote(ep.m.now(), gen)
@@ -332,6 +345,7 @@ func (ep *endpoint) deploy(ctx context.Context, e *sagebox.Endpoint) {
 		return nil
 	})
 	if err != nil {
+		unpublish()
 		if ctx.Err() == nil {
 			ep.log.Error("promote deployment", "generation", gen, "error", err)
 			time.AfterFunc(ep.m.cfg.RestartBackoff, ep.poke)
@@ -339,6 +353,7 @@ func (ep *endpoint) deploy(ctx context.Context, e *sagebox.Endpoint) {
 		return
 	}
 	if !promoted {
+		unpublish()
 		ep.poke() // replaced by a newer request, or deleted
 		return
 	}

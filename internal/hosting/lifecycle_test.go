@@ -250,3 +250,29 @@ func TestDeleteWhileCreating(t *testing.T) {
 		t.Error("record left")
 	}
 }
+
+// The route serves the new fleet before DescribeEndpoint says InService:
+// a client that polls until InService and then invokes never finds the
+// endpoint without instances.
+func TestInServiceMeansRouted(t *testing.T) {
+	e := newEnv(t, nil)
+	uri := e.put("v1/model.tar.gz", tarGz(t, modelFiles("v1")))
+	if err := e.create("ep", deployment(variant("AllTraffic", model("m1", uri), 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		ep, err := e.db.Endpoint(context.Background(), "ep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.EndpointStatus == sagebox.EndpointInService {
+			if n := len(e.routes.instances("ep")); n != 1 {
+				t.Fatalf("InService with %d routed instances", n)
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("not InService within a minute")
+}
