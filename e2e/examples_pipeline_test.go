@@ -21,7 +21,6 @@ func TestExamplePipeline(t *testing.T) {
 	s := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s.requireEndpoints(ctx, t)
 	models := t.TempDir() // made by the first run, reused by the second
 	for _, ct := range []string{"text/csv", "application/json"} {
 		out := runPython(ctx, t, s.awsEnv(), "examples/pipeline/deploy_and_invoke.py", "--endpoint-url", s.URL,

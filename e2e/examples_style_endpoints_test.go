@@ -22,7 +22,6 @@ func TestExampleStyle(t *testing.T) {
 	s := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s.requireEndpoints(ctx, t)
 	p, url := startPython(t, s.awsEnv(), "router listening on ", 3*time.Minute,
 		"examples/style/deploy.py", "--endpoint-url", s.URL, "--models", t.TempDir(), "--listen", "127.0.0.1:0")
 	checkRouterErrors(t, url)

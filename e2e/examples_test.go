@@ -129,12 +129,3 @@ func (s *server) checkNoHosting(ctx context.Context, t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-// requireEndpoints skips while the server has no hosting operations.
-// TEMPORARY (issue 12): removed when main's server has endpoints wired.
-func (s *server) requireEndpoints(ctx context.Context, t *testing.T) {
-	t.Helper()
-	if _, err := s.sm().ListEndpoints(ctx, &sagemaker.ListEndpointsInput{}); err != nil && strings.Contains(err.Error(), "UnknownOperation") {
-		t.Skipf("this server has no endpoints yet: %v", err)
-	}
-}
