@@ -69,6 +69,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// of returns the series of endpoint's variant v, cached on v.
+func (m *metrics) of(endpoint string, v *variant) *variantMetrics {
+	if vm := v.series.Load(); vm != nil {
+		return vm
+	}
+	vm := m.variant(endpoint, v.name)
+	v.series.Store(vm)
+	return vm
+}
+
 // variant returns the series of endpoint's variant.
 func (m *metrics) variant(endpoint, variant string) *variantMetrics {
 	key := endpoint + "\x00" + variant

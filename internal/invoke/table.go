@@ -74,6 +74,9 @@ type variant struct {
 	name      string
 	weight    float64
 	instances []*instance
+	// series caches the variant's metrics (metrics.of), so a request
+	// does not build the lookup key.
+	series atomic.Pointer[variantMetrics]
 }
 
 type instance struct {
