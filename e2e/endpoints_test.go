@@ -156,6 +156,8 @@ out["model_error_hits"] = len(open(hits).read().split())
 out["missing"] = err(lambda: predict("no-such-endpoint", [[1.0, 1.0]]))
 out["too_large"] = err(lambda: rt.invoke_endpoint(EndpointName=name, Body=b"x" * (6 * 1024 * 1024 + 1), ContentType="application/json"))
 out["bad_variant"] = err(lambda: predict(name, [[1.0, 1.0]], TargetVariant="NoSuchVariant"))
+# AsyncPredictor.predict_async: sagebox serves no InvokeEndpointAsync, and says so in the runtime's JSON (not S3's XML 405).
+out["async"] = err(lambda: rt.invoke_endpoint_async(EndpointName=name, InputLocation="s3://b/in.npy", ContentType="application/x-npy"))
 
 # Predictor.update_endpoint(model_name=...): new config from the old one's variants, sent back verbatim.
 model(name + "-v2", "v2")
@@ -275,6 +277,9 @@ func TestEndpointSDKSequences(t *testing.T) {
 	}
 	if e := obj("bad_variant"); e["code"] != "ValidationError" {
 		t.Errorf("unknown TargetVariant = %v", e)
+	}
+	if e := obj("async"); e["code"] != "ValidationError" || e["status"] != float64(400) || !strings.Contains(e["message"].(string), "InvokeEndpointAsync") {
+		t.Errorf("InvokeEndpointAsync = %v, want 400 ValidationError naming InvokeEndpointAsync", e)
 	}
 	cv, _ := json.Marshal(m["config_variants"])
 	if string(cv) != `[{"VariantName":"AllTraffic","ModelName":"pytorch-inference-2026-12-03-10-00-00-000","InitialInstanceCount":1,"InstanceType":"ml.m5.xlarge","InitialVariantWeight":1.0}]` &&

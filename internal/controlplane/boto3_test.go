@@ -77,11 +77,13 @@ func TestBoto3(t *testing.T) {
 		DescribeRaw  map[string]any `json:"describe"`
 		Missing      []string
 		Listed       []string
+		ListedResume []string `json:"listed_resumed"`
 		Streams      []string
 		Printed      []string
 		PrintedAgain []string `json:"printed_again"`
 		MissingGroup string   `json:"missing_group"`
 		Filtered     []string
+		FilteredRes  []string `json:"filtered_resumed"`
 		Stopped      string
 		StopAgain    string `json:"stop_again"`
 	}
@@ -114,6 +116,8 @@ func TestBoto3(t *testing.T) {
 		"boto-job/algo-1-1772366400 epoch 1 loss=0.5", "boto-job/algo-2-1772366400 ERROR worker 2 warning",
 		"boto-job/algo-1-1772366400 epoch 2 loss=0.25",
 	})
+	check("listed, resumed from each raw NextToken", got.ListedResume, got.Listed)
+	check("filtered, resumed from each raw nextToken", got.FilteredRes, got.Filtered)
 	check("stopped", got.Stopped, "Stopping")
 	check("stop again", got.StopAgain, "The request was rejected because the training job is in status Stopping.")
 }

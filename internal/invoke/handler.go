@@ -141,6 +141,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, ok := EndpointName(r.URL.Path)
+	if op := unservedOperation(r.URL.Path); !ok && op != "" {
+		writeJSONError(w, requestID, http.StatusBadRequest, CodeValidation,
+			errorBody{Type: CodeValidation, Message: "sagebox does not serve " + op + "; its endpoints are real-time only: use InvokeEndpoint (POST /endpoints/<name>/invocations)"})
+		return
+	}
 	if !ok {
 		writeJSONError(w, requestID, http.StatusNotFound, "UnknownOperationException",
 			errorBody{Type: "UnknownOperationException", Message: "no sagemaker-runtime operation at " + r.URL.Path + "; InvokeEndpoint is POST /endpoints/<name>/invocations"})
@@ -169,6 +174,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.forward(w, r, requestID, req, body, start)
+}
+
+// unservedOperation names the sagemaker-runtime operation at p that sagebox
+// does not serve, or returns "".
+func unservedOperation(p string) string {
+	switch {
+	case strings.HasSuffix(p, "/async-invocations"):
+		return "InvokeEndpointAsync"
+	case strings.HasSuffix(p, "/invocations-response-stream"):
+		return "InvokeEndpointWithResponseStream"
+	}
+	return ""
 }
 
 // EndpointName returns the endpoint named by an InvokeEndpoint path,

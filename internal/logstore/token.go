@@ -8,17 +8,38 @@ import (
 	"strings"
 )
 
-// encodeToken makes an opaque pagination token of v.
+// encodeToken makes an opaque pagination token of v: base64url JSON, then
+// "." and up to three "A"s so that the token's standard-base64 letters and
+// digits number 1 more than a multiple of 4. botocore's paginator first tries
+// to read a StartingToken as its own base64 JSON; the SageMaker Python SDK
+// resumes FilterLogEvents from the service's raw nextToken (live logging in
+// wait_for_endpoint), and a plain base64url JSON token there decoded, when its
+// length was a multiple of 4, into request parameters ("Unknown parameter in
+// input: t, i"). No such count is valid base64, so botocore falls back to
+// passing the token through, as it does with AWS's tokens.
 func encodeToken(v any) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("encode token: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return unBase64(base64.RawURLEncoding.EncodeToString(b)), nil
+}
+
+// unBase64 appends "." and the filler that makes s undecodable as standard
+// base64 (which skips '-', '_' and '.').
+func unBase64(s string) string {
+	n := 0
+	for _, r := range s {
+		if r != '-' && r != '_' {
+			n++
+		}
+	}
+	return s + "." + strings.Repeat("A", (5-n%4)%4)
 }
 
 // decodeToken reads a token made by encodeToken into v.
 func decodeToken(token string, v any) error {
+	token, _, _ = strings.Cut(token, ".")
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
 		return fmt.Errorf("decode token: %w", err)

@@ -175,11 +175,30 @@ func encodeCursor(c cursor) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode pagination token: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return unBase64(base64.RawURLEncoding.EncodeToString(b)), nil
+}
+
+// unBase64 appends "." and up to three "A"s so that the token's
+// standard-base64 letters and digits number 1 more than a multiple of 4: no
+// such string is valid base64. botocore's paginator first tries to read a
+// StartingToken as its own base64 JSON, and a plain base64url JSON token
+// whose length was a multiple of 4 decoded into request parameters when a
+// caller resumed from the service's raw NextToken (as the SageMaker Python
+// SDK does for FilterLogEvents). Now botocore passes it through, as it does
+// with AWS's tokens.
+func unBase64(s string) string {
+	n := 0
+	for _, r := range s {
+		if r != '-' && r != '_' {
+			n++
+		}
+	}
+	return s + "." + strings.Repeat("A", (5-n%4)%4)
 }
 
 func decodeCursor(token string) (cursor, error) {
 	var c cursor
+	token, _, _ = strings.Cut(token, ".")
 	b, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil {
 		return c, fmt.Errorf("decode pagination token: %w", err)

@@ -3,6 +3,8 @@
 //
 //	POST / with X-Amz-Target: SageMaker.* or Logs_20140328.*  → control plane (AWS JSON 1.1)
 //	POST /endpoints/<name>/invocations                      → sagemaker-runtime
+//	POST /endpoints/<name>/async-invocations (no query), and
+//	  /invocations-response-stream                           → sagemaker-runtime (refused there)
 //	POST / with a form body (Action=...)                    → STS/IAM Query calls
 //	/_sagebox/...                                            → sagebox's own routes (health, metrics)
 //	anything else                                            → S3 (path-style or virtual-host)
@@ -92,6 +94,9 @@ func Classify(r *http.Request) Service {
 		return ServiceJSON
 	case r.Method == http.MethodPost && isInvocationsPath(r.URL.Path):
 		return ServiceRuntime
+	case r.Method == http.MethodPost && r.URL.RawQuery == "" && isUnservedRuntimePath(r.URL.Path):
+		// S3 has no query-less POST on an object, so this is the runtime's.
+		return ServiceRuntime
 	case r.Method == http.MethodPost && r.URL.Path == "/" &&
 		strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
 		// S3 has no operation on POST /, so a form POST there is a Query call.
@@ -112,6 +117,26 @@ func isInvocationsPath(p string) bool {
 	}
 	name, ok := strings.CutSuffix(rest, "/invocations")
 	return ok && name != "" && !strings.Contains(name, "/")
+}
+
+// isUnservedRuntimePath reports whether p is the path of a sagemaker-runtime
+// operation sagebox does not serve (InvokeEndpointAsync,
+// InvokeEndpointWithResponseStream): /endpoints/<name>/async-invocations or
+// /endpoints/<name>/invocations-response-stream. The runtime handler then
+// says so in JSON; before, S3 answered these with an XML MethodNotAllowed
+// that botocore showed as a bare "(405)", e.g. for the SageMaker Python
+// SDK's AsyncPredictor.predict_async.
+func isUnservedRuntimePath(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/endpoints/")
+	if !ok {
+		return false
+	}
+	for _, op := range []string{"/async-invocations", "/invocations-response-stream"} {
+		if name, ok := strings.CutSuffix(rest, op); ok && name != "" && !strings.Contains(name, "/") {
+			return true
+		}
+	}
+	return false
 }
 
 // String names the service, as metrics label it.

@@ -133,6 +133,7 @@ def main():
     for page in sm.get_paginator("list_training_jobs").paginate(PaginationConfig={"PageSize": 1}):
         names += [s["TrainingJobName"] for s in page["TrainingJobSummaries"]]
     out["listed"] = names
+    out["listed_resumed"] = [s["TrainingJobName"] for s in resume_pages(sm.get_paginator("list_training_jobs"), "NextToken", "TrainingJobSummaries")]
 
     positions = {}
     out["streams"], out["printed"] = read_logs(logs, job, d["ResourceConfig"]["InstanceCount"], positions)
@@ -146,6 +147,9 @@ def main():
 
     f = logs.filter_log_events(logGroupName=GROUP, logStreamNamePrefix=job + "/", filterPattern="?loss ?ERROR")
     out["filtered"] = [e["logStreamName"] + " " + e["message"] for e in f["events"]]
+    resumed = resume_pages(logs.get_paginator("filter_log_events"), "nextToken", "events",
+                           logGroupName=GROUP, logStreamNamePrefix=job + "/", filterPattern="?loss ?ERROR")
+    out["filtered_resumed"] = [e["logStreamName"] + " " + e["message"] for e in resumed]
 
     sm.stop_training_job(TrainingJobName=job)
     out["stopped"] = sm.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
@@ -155,6 +159,25 @@ def main():
         out["stop_again"] = e.response["Error"]["Message"]
 
     json.dump(out, sys.stdout)
+
+
+def resume_pages(paginator, token_key, items_key, **kw):
+    """Pages one item at a time, each time resuming the paginator from the
+    service's own raw token as StartingToken: what the SageMaker Python SDK's
+    live endpoint logging does with FilterLogEvents' nextToken
+    (session.py _live_logging_deploy_done). botocore first tries to read a
+    StartingToken as its own base64 JSON, so a service token must not decode
+    as one."""
+    got, token = [], None
+    while True:
+        cfg = {"PageSize": 1, "MaxItems": 1}
+        if token:
+            cfg["StartingToken"] = token
+        page = next(iter(paginator.paginate(PaginationConfig=cfg, **kw)))
+        got += page[items_key]
+        token = page.get(token_key)
+        if not token:
+            return got
 
 
 if __name__ == "__main__":
