@@ -1,7 +1,6 @@
 package hosting
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/logtail"
 	"github.com/sagebox/sagebox/internal/proc"
 	"github.com/sagebox/sagebox/internal/statefile"
 )
@@ -102,26 +102,6 @@ func readLines(p string, off int64, final bool) ([]string, int64) {
 		return nil, off
 	}
 	buf = buf[:n]
-	var lines []string
-	next := off
-	for len(buf) > 0 {
-		i := bytes.IndexByte(buf, '\n')
-		switch {
-		case i >= 0 && i <= maxLineBytes:
-			lines = append(lines, string(buf[:i]))
-			next += int64(i + 1)
-			buf = buf[i+1:]
-			continue
-		case len(buf) >= maxLineBytes:
-			lines = append(lines, string(buf[:maxLineBytes]))
-			next += maxLineBytes
-			buf = buf[maxLineBytes:]
-			continue
-		case final:
-			lines = append(lines, string(buf))
-			next += int64(len(buf))
-		}
-		break
-	}
-	return lines, next
+	lines, n := logtail.SplitLines(buf, maxLineBytes, final)
+	return lines, off + int64(n)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sagebox/sagebox"
+	"github.com/sagebox/sagebox/internal/logtail"
 	"github.com/sagebox/sagebox/internal/statefile"
 	"github.com/sagebox/sagebox/internal/toolkit"
 )
@@ -82,26 +83,8 @@ func (t *tailer) read(final bool) (lines []string, next int64, err error) {
 			return nil, t.st.Offset, fmt.Errorf("read output log: %w", err)
 		}
 	}
-	for len(buf) > 0 {
-		i := bytes.IndexByte(buf, '\n')
-		switch {
-		case i >= 0 && i <= maxLineBytes:
-			lines = append(lines, string(buf[:i]))
-			next += int64(i + 1)
-			buf = buf[i+1:]
-			continue
-		case len(buf) >= maxLineBytes:
-			lines = append(lines, string(buf[:maxLineBytes]))
-			next += maxLineBytes
-			buf = buf[maxLineBytes:]
-			continue
-		case final:
-			lines = append(lines, string(buf))
-			next += int64(len(buf))
-		}
-		break
-	}
-	return lines, next, nil
+	lines, n := logtail.SplitLines(buf, maxLineBytes, final)
+	return lines, next + int64(n), nil
 }
 
 func (t *tailer) save() error { return statefile.WriteJSON(t.statePath, t.st) }
