@@ -221,6 +221,7 @@ print(json.dumps(out, default=str))
 func TestEndpointSDKSequences(t *testing.T) {
 	requireTorch(t)
 	s := startServer(t)
+	t.Cleanup(func() { s.stop(); killInstances(s) }) // after the server, which would replace them
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	models := t.TempDir()
@@ -315,6 +316,16 @@ func TestEndpointSDKSequences(t *testing.T) {
 	pollUntil(t, "instances to exit", func() bool { return len(instancePids(s)) == 0 })
 }
 
+// killInstances SIGKILLs, by pid, every endpoint instance the server
+// started that is still running: instances are detached, so a test that
+// fails before deleting its endpoints would otherwise leave them behind.
+// Their supervisors then remove the rest of their process trees.
+func killInstances(s *server) {
+	for _, pid := range instancePids(s) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
 // instancePids lists the model-server processes the server started.
 func instancePids(s *server) []int {
 	var pids []int
@@ -343,6 +354,7 @@ func instancePids(s *server) []int {
 func TestEndpointCLIAndCrashRecovery(t *testing.T) {
 	requireTorch(t)
 	s := startServer(t)
+	t.Cleanup(func() { s.stop(); killInstances(s) }) // after the server, which would replace them
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	models := t.TempDir()
